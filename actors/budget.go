@@ -1,0 +1,66 @@
+package actors
+
+import "sync/atomic"
+
+// ByteBudget is a byte bound shared by many queues, such as the broker-wide
+// subscriber_queue_max_bytes_total. A nil *ByteBudget is unlimited, so callers
+// need no nil checks. It is an int64 so totals above 4 GiB work.
+type ByteBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// NewByteBudget returns a budget of limit bytes; limit <= 0 returns nil (no bound).
+func NewByteBudget(limit int64) *ByteBudget {
+	if limit <= 0 {
+		return nil
+	}
+	return &ByteBudget{limit: limit}
+}
+
+// TryAcquire takes n bytes if they fit.
+func (b *ByteBudget) TryAcquire(n int64) bool {
+	if b == nil {
+		return true
+	}
+	for {
+		used := b.used.Load()
+		if used+n > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(used, used+n) {
+			return true
+		}
+	}
+}
+
+// forceAcquire takes n bytes even past the limit (the oversize rule: an empty
+// queue always takes one batch).
+func (b *ByteBudget) forceAcquire(n int64) {
+	if b != nil {
+		b.used.Add(n)
+	}
+}
+
+// Release returns n bytes.
+func (b *ByteBudget) Release(n int64) {
+	if b != nil && n != 0 {
+		b.used.Add(-n)
+	}
+}
+
+// Used is the number of bytes held.
+func (b *ByteBudget) Used() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
+}
+
+// Limit is the bound in bytes; zero for a nil (unlimited) budget.
+func (b *ByteBudget) Limit() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.limit
+}

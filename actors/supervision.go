@@ -1,0 +1,129 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Kind names what an actor does; it labels logs, metrics and the tree.
+type Kind string
+
+// The actor kinds of a broker.
+const (
+	KindSupervisor Kind = "supervisor"
+	KindShard      Kind = "shard"
+	KindFeeder     Kind = "feeder"
+	KindLane       Kind = "lane"
+	KindConnWriter Kind = "connection_writer"
+)
+
+// Restart limits for the data-path actors: a child that fails more than
+// maxRestarts times within restartWindow is stopped instead of restarted, so a
+// poison input cannot turn into a hot crash loop. protoactor's default is the
+// same (10 in 10 s); we state it so it is visible and tested.
+const (
+	maxRestarts   = 10
+	restartWindow = 10 * time.Second
+)
+
+// ChildStrategy is the strategy each supervisor applies to its children:
+// one-for-one, restart on any panic, stop past the limit. One child's failure
+// never touches its siblings: one feeder crashing must not end other
+// subscriptions.
+func ChildStrategy() actor.SupervisorStrategy {
+	return actor.NewOneForOneStrategy(maxRestarts, restartWindow, actor.DefaultDecider)
+}
+
+// GuardianStrategy supervises the top-level supervisors. They hold no state
+// worth losing and do no work that can fail, so they always restart.
+func GuardianStrategy() actor.SupervisorStrategy {
+	return actor.NewRestartingStrategy()
+}
+
+// SpawnChild asks a supervisor to spawn a child under itself. It is a
+// request: the supervisor responds with *ChildSpawned.
+type SpawnChild struct {
+	ControlMessage
+	Name  string
+	Props *actor.Props
+}
+
+// ChildSpawned answers SpawnChild.
+type ChildSpawned struct {
+	PID *actor.PID
+	Err error
+}
+
+// supervisor is a parent that does nothing but own children: the streams,
+// subscribers, lanes and connections subtrees each hang under one. Only its
+// own Receive touches it.
+type supervisor struct {
+	kind Kind
+}
+
+// SupervisorProps returns the props of a supervisor of children of the given
+// kind. Spawn it from the root with WithGuardian (protoactor ignores
+// WithSupervisor on top-level actors).
+func SupervisorProps(kind Kind) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &supervisor{kind: kind} },
+		actor.WithSupervisor(ChildStrategy()),
+		actor.WithGuardian(GuardianStrategy()),
+		actor.WithMailbox(Producer(MailboxConfig{Capacity: 1024, Policy: Block}, nil)),
+	)
+}
+
+func (s *supervisor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *SpawnChild:
+		s.handleSpawnChild(ctx, msg)
+	}
+}
+
+func (s *supervisor) handleSpawnChild(ctx actor.Context, msg *SpawnChild) {
+	pid, err := ctx.SpawnNamed(msg.Props, msg.Name)
+	if err != nil {
+		err = fmt.Errorf("actors: spawn %s under %s: %w", msg.Name, ctx.Self().Id, err)
+	}
+	ctx.Respond(&ChildSpawned{PID: pid, Err: err})
+}
+
+// Spawn asks the supervisor at parent to spawn props as name, and waits up to
+// timeout. Call it from outside actors (a connection goroutine), never from
+// inside a Receive.
+func Spawn(root *actor.RootContext, parent *actor.PID, name string, props *actor.Props, timeout time.Duration) (*actor.PID, error) {
+	res, err := root.RequestFuture(parent, &SpawnChild{Name: name, Props: props}, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("actors: spawn %s: %w", name, err)
+	}
+	spawned := res.(*ChildSpawned)
+	return spawned.PID, spawned.Err
+}
+
+// Props builds the props of a data-path actor with its own bounded mailbox.
+// created receives the mailbox handle (for TryPost, metrics and inspection),
+// and the mailbox is closed when the actor stops, which releases parked
+// senders and makes later posts report Closed. Each Props value is for one
+// spawn, because it remembers the one mailbox it made.
+func Props(producer actor.Producer, cfg MailboxConfig, created func(*Mailbox), opts ...actor.PropsOption) *actor.Props {
+	var mb *Mailbox
+	closeOnStop := func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			next(c, env)
+			if _, ok := env.Message.(*actor.Stopped); ok && mb != nil {
+				mb.Close()
+			}
+		}
+	}
+	opts = append([]actor.PropsOption{
+		actor.WithMailbox(Producer(cfg, func(m *Mailbox) {
+			mb = m
+			if created != nil {
+				created(m)
+			}
+		})),
+		actor.WithReceiverMiddleware(closeOnStop),
+	}, opts...)
+	return actor.PropsFromProducer(producer, opts...)
+}

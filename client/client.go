@@ -1,0 +1,276 @@
+// Package client is Felix's Go client: connect, publish (fire-and-forget or
+// acked, pipelined), subscribe, close. Every call takes a context; broker
+// errors come back as *wire.Error, matchable with errors.Is against the
+// wire.Err* sentinels.
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// Errors of the client itself.
+var (
+	// ErrClosed is returned by calls on a closed client or subscription.
+	ErrClosed = errors.New("client: closed")
+	// ErrProtocol means the broker sent something this client cannot read.
+	ErrProtocol = errors.New("client: protocol error")
+)
+
+// Options configure Dial. The zero value trusts the system roots.
+type Options struct {
+	// Tenant scopes the connection (default "default").
+	Tenant string
+	// Token authenticates the connection; unused by a broker without auth.
+	Token string
+	// TLS overrides everything below when set.
+	TLS *tls.Config
+	// CAFile trusts the PEM certificate(s) in this file.
+	CAFile string
+	// Insecure skips certificate verification.
+	Insecure bool
+	// PublishInflightBytes bounds acked publish bytes awaiting their ack (4 MiB).
+	PublishInflightBytes int64
+	// SubscriptionBuffer is the number of events a subscription buffers before
+	// it stops reading its stream, letting the broker's queue absorb the rest (1024).
+	SubscriptionBuffer int
+}
+
+// DefaultCAFile is where a broker started with defaults in the current
+// folder writes its self-signed certificate. Dial trusts it when present and
+// no other trust is configured, so local use needs no flags.
+var DefaultCAFile = filepath.Join("felix-data", transport.CertFile)
+
+func (o *Options) tls() (*tls.Config, error) {
+	if o.TLS != nil {
+		return o.TLS, nil
+	}
+	ca := o.CAFile
+	if ca == "" && !o.Insecure {
+		if _, err := os.Stat(DefaultCAFile); err == nil {
+			ca = DefaultCAFile
+		}
+	}
+	return transport.ClientTLS(ca, o.Insecure)
+}
+
+// Client is a connection to one broker. It is safe for concurrent use.
+type Client struct {
+	opts     Options
+	conn     *quic.Conn
+	features uint32
+	window   int
+
+	ctrl    *quic.Stream
+	ctrlMu  sync.Mutex // serialises control requests' writes
+	nextReq atomic.Uint64
+	waiters sync.Map // request id -> chan wire.Message
+
+	pub *publisher
+
+	subsMu struct {
+		sync.Mutex
+		byID    map[uint64]*Subscription
+		orphans map[uint64]*quic.ReceiveStream // event streams that beat their Subscribed
+		wait    map[uint64]chan *quic.ReceiveStream
+	}
+
+	closed   atomic.Bool
+	done     chan struct{}
+	wg       sync.WaitGroup
+	asyncErr atomic.Pointer[error]
+}
+
+// Dial connects and completes the handshake.
+func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	if opts.Tenant == "" {
+		opts.Tenant = "default"
+	}
+	if opts.PublishInflightBytes <= 0 {
+		opts.PublishInflightBytes = 4 << 20
+	}
+	if opts.SubscriptionBuffer <= 0 {
+		opts.SubscriptionBuffer = 1024
+	}
+	tlsConf, err := opts.tls()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := quic.DialAddr(ctx, addr, tlsConf, transport.QUICConfig())
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+	}
+	c := &Client{opts: opts, conn: conn, done: make(chan struct{})}
+	c.subsMu.byID = make(map[uint64]*Subscription)
+	c.subsMu.orphans = make(map[uint64]*quic.ReceiveStream)
+	c.subsMu.wait = make(map[uint64]chan *quic.ReceiveStream)
+	if err := c.handshake(ctx); err != nil {
+		_ = conn.CloseWithError(0, "handshake failed")
+		return nil, err
+	}
+	c.wg.Add(2)
+	go c.readControl()
+	go c.acceptEventStreams()
+	return c, nil
+}
+
+func (c *Client) handshake(ctx context.Context) error {
+	ctrl, err := c.conn.OpenStreamSync(ctx)
+	if err != nil {
+		return fmt.Errorf("client: open control stream: %w", err)
+	}
+	c.ctrl = ctrl
+	if dl, ok := ctx.Deadline(); ok {
+		_ = ctrl.SetReadDeadline(dl)
+	}
+	b, _ := wire.AppendMessage(nil, &wire.Auth{
+		Tenant: c.opts.Tenant, Token: c.opts.Token,
+		ClientFlags: wire.SupportedFlags, ClientFeatures: wire.SupportedFeatures,
+		ClientName: "felix-go",
+	})
+	if _, err := ctrl.Write(b); err != nil {
+		return fmt.Errorf("client: send auth: %w", err)
+	}
+	msg, err := readMessage(wire.NewFrameReader(ctrl, 64<<10))
+	if err != nil {
+		return fmt.Errorf("client: handshake: %w", err)
+	}
+	_ = ctrl.SetReadDeadline(timeZero)
+	switch m := msg.(type) {
+	case *wire.AuthOK:
+		c.features, c.window = m.ServerFeatures, m.PublishWindow
+	case *wire.ErrorMsg:
+		return m.Err()
+	default:
+		return fmt.Errorf("%w: handshake answered with %s", ErrProtocol, msg.Type())
+	}
+	c.pub, err = newPublisher(ctx, c)
+	return err
+}
+
+func readMessage(fr *wire.FrameReader) (wire.Message, error) {
+	h, payload, err := fr.Next()
+	if err != nil {
+		return nil, err
+	}
+	if h.Flags != 0 {
+		return nil, fmt.Errorf("%w: expected a control message, got flags %#04x", ErrProtocol, h.Flags)
+	}
+	return wire.DecodeMessage(payload)
+}
+
+// readControl routes control answers to the request waiting for them.
+func (c *Client) readControl() {
+	defer c.wg.Done()
+	fr := wire.NewFrameReader(c.ctrl, 16<<20)
+	for {
+		msg, err := readMessage(fr)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		var id uint64
+		switch m := msg.(type) {
+		case *wire.Subscribed:
+			id = m.RequestID
+		case *wire.OK:
+			id = m.RequestID
+		case *wire.ErrorMsg:
+			id = m.RequestID
+		}
+		if ch, ok := c.waiters.LoadAndDelete(id); ok {
+			ch.(chan wire.Message) <- msg
+		} else if e, ok := msg.(*wire.ErrorMsg); ok {
+			c.setAsyncErr(e.Err())
+		}
+	}
+}
+
+// request sends a control request and waits for its answer.
+func (c *Client) request(ctx context.Context, id uint64, m wire.Message) (wire.Message, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	ch := make(chan wire.Message, 1)
+	c.waiters.Store(id, ch)
+	b, err := wire.AppendMessage(nil, m)
+	if err != nil {
+		c.waiters.Delete(id)
+		return nil, err
+	}
+	c.ctrlMu.Lock()
+	_, err = c.ctrl.Write(b)
+	c.ctrlMu.Unlock()
+	if err != nil {
+		c.waiters.Delete(id)
+		return nil, fmt.Errorf("client: send %s: %w", m.Type(), err)
+	}
+	select {
+	case res := <-ch:
+		if e, ok := res.(*wire.ErrorMsg); ok {
+			return nil, e.Err()
+		}
+		return res, nil
+	case <-ctx.Done():
+		c.waiters.Delete(id)
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, c.closedErr()
+	}
+}
+
+// fail records the first connection-level error and closes the client.
+func (c *Client) fail(err error) {
+	c.setAsyncErr(err)
+	c.shutdown()
+}
+
+func (c *Client) setAsyncErr(err error) {
+	c.asyncErr.CompareAndSwap(nil, &err)
+}
+
+// Err returns the first asynchronous error the broker reported (for example
+// a fire-and-forget publish it refused), or nil.
+func (c *Client) Err() error {
+	if p := c.asyncErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (c *Client) closedErr() error {
+	if err := c.Err(); err != nil && !c.closed.Load() {
+		return err
+	}
+	return ErrClosed
+}
+
+// Close ends every subscription, waits for acked publishes to be answered or
+// ctx to end, and closes the connection.
+func (c *Client) Close(ctx context.Context) error {
+	if c.pub != nil {
+		c.pub.drain(ctx)
+	}
+	c.shutdown()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Client) shutdown() {
+	if !c.closed.CompareAndSwap(false, true) {
+		return
+	}
+	close(c.done)
+	_ = c.conn.CloseWithError(0, "client closing")
+}

@@ -1,0 +1,223 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/getfelix/felix-go/wire"
+)
+
+// Event is one delivered record. Payload is owned by the receiver.
+type Event struct {
+	Payload []byte
+}
+
+// SubscribeOptions tune a subscription.
+type SubscribeOptions struct {
+	// QueueCapacity asks the broker for this subscriber queue capacity
+	// (batches); zero takes the stream's default. The broker clamps it and
+	// Subscription.QueueCapacity says what was granted.
+	QueueCapacity int
+}
+
+// Subscription receives a stream's events in publish order.
+type Subscription struct {
+	c        *Client
+	id       uint64
+	capacity int
+	events   chan Event
+	stream   *quic.ReceiveStream
+
+	closeOnce sync.Once
+	done      chan struct{}
+	mu        sync.Mutex
+	err       error
+}
+
+// ID is the broker's subscription id.
+func (s *Subscription) ID() uint64 { return s.id }
+
+// QueueCapacity is the subscriber queue capacity the broker granted.
+func (s *Subscription) QueueCapacity() int { return s.capacity }
+
+// Events delivers events until the subscription ends; then it is closed and
+// Err says why.
+func (s *Subscription) Events() <-chan Event { return s.events }
+
+// Next waits for the next event.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	select {
+	case ev, ok := <-s.events:
+		if !ok {
+			return Event{}, s.Err()
+		}
+		return ev, nil
+	case <-ctx.Done():
+		return Event{}, ctx.Err()
+	}
+}
+
+// Err is why the subscription ended: nil while it runs, io.EOF after the
+// broker finished it cleanly, ErrClosed after Close.
+func (s *Subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Subscribe registers a subscription. When it returns, every later publish
+// to the stream is delivered to it (until its queue overflows).
+func (c *Client) Subscribe(ctx context.Context, st Stream, o SubscribeOptions) (*Subscription, error) {
+	scope := st.scope(c)
+	id := c.nextReq.Add(1)
+	res, err := c.request(ctx, id, &wire.Subscribe{
+		RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream,
+		QueueCapacity: int64(o.QueueCapacity),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ok, isSub := res.(*wire.Subscribed)
+	if !isSub {
+		return nil, fmt.Errorf("%w: subscribe answered with %s", ErrProtocol, res.Type())
+	}
+	rs, err := c.eventStream(ctx, ok.SubscriptionID)
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscription{
+		c: c, id: ok.SubscriptionID, capacity: ok.QueueCapacity,
+		events: make(chan Event, c.opts.SubscriptionBuffer), stream: rs, done: make(chan struct{}),
+	}
+	c.subsMu.Lock()
+	c.subsMu.byID[s.id] = s
+	c.subsMu.Unlock()
+	c.wg.Add(1)
+	go s.read()
+	return s, nil
+}
+
+// eventStream waits for the event stream whose hello names id. The broker
+// opens it before answering Subscribed, but the two travel on different
+// streams, so either may arrive first.
+func (c *Client) eventStream(ctx context.Context, id uint64) (*quic.ReceiveStream, error) {
+	c.subsMu.Lock()
+	if rs, ok := c.subsMu.orphans[id]; ok {
+		delete(c.subsMu.orphans, id)
+		c.subsMu.Unlock()
+		return rs, nil
+	}
+	ch := make(chan *quic.ReceiveStream, 1)
+	c.subsMu.wait[id] = ch
+	c.subsMu.Unlock()
+	select {
+	case rs := <-ch:
+		return rs, nil
+	case <-ctx.Done():
+		c.subsMu.Lock()
+		delete(c.subsMu.wait, id)
+		c.subsMu.Unlock()
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, c.closedErr()
+	}
+}
+
+// acceptEventStreams reads each new event stream's hello and hands the
+// stream to its subscription. It exits when the connection closes.
+func (c *Client) acceptEventStreams() {
+	defer c.wg.Done()
+	for {
+		rs, err := c.conn.AcceptUniStream(context.Background())
+		if err != nil {
+			return
+		}
+		msg, err := readMessage(wire.NewFrameReader(rs, 64<<10))
+		hello, ok := msg.(*wire.EventStreamHello)
+		if err != nil || !ok {
+			rs.CancelRead(1)
+			continue
+		}
+		c.subsMu.Lock()
+		if ch, ok := c.subsMu.wait[hello.SubscriptionID]; ok {
+			delete(c.subsMu.wait, hello.SubscriptionID)
+			ch <- rs
+		} else {
+			c.subsMu.orphans[hello.SubscriptionID] = rs
+		}
+		c.subsMu.Unlock()
+	}
+}
+
+// read decodes event batches into the events channel. When the channel is
+// full it stops reading, so QUIC flow control pushes back to the broker,
+// where this subscription's queue and overflow policy take over.
+func (s *Subscription) read() {
+	defer s.c.wg.Done()
+	defer close(s.events)
+	fr := wire.NewFrameReader(s.stream, 16<<20)
+	for {
+		h, payload, err := fr.Next()
+		if err != nil {
+			s.finish(err)
+			return
+		}
+		if h.Flags != wire.FlagEventBatch {
+			s.finish(fmt.Errorf("%w: unexpected frame flags %#04x on an event stream", ErrProtocol, h.Flags))
+			return
+		}
+		events, err := wire.DecodeEventBatch(payload)
+		if err != nil {
+			s.finish(fmt.Errorf("%w: %v", ErrProtocol, err))
+			return
+		}
+		for _, e := range events {
+			select {
+			case s.events <- Event{Payload: e}:
+			case <-s.done:
+				s.finish(ErrClosed)
+				return
+			}
+		}
+	}
+}
+
+func (s *Subscription) finish(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return
+	}
+	select {
+	case <-s.done:
+		err = ErrClosed
+	default:
+		if !errors.Is(err, io.EOF) && s.c.closed.Load() {
+			err = ErrClosed
+		}
+	}
+	s.err = err
+}
+
+// Close ends the subscription: the broker unregisters it and finishes its
+// stream. Events still buffered are discarded.
+func (s *Subscription) Close(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.stream.CancelRead(0)
+		s.c.subsMu.Lock()
+		delete(s.c.subsMu.byID, s.id)
+		s.c.subsMu.Unlock()
+		if !s.c.closed.Load() {
+			id := s.c.nextReq.Add(1)
+			_, err = s.c.request(ctx, id, &wire.Unsubscribe{RequestID: id, SubscriptionID: s.id})
+		}
+	})
+	return err
+}

@@ -1,0 +1,379 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// writeFile writes a config file into a fresh temp dir and returns its path.
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "felix.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func wantErrContains(t *testing.T, err error, wants ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", wants)
+	}
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+}
+
+func TestDefaultValidates(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v", err)
+	}
+	if c, err := Load("", nil); err != nil || !reflect.DeepEqual(c, Default()) {
+		t.Fatalf("Load(\"\", nil) = %+v, %v; want Default()", c, err)
+	}
+}
+
+func TestLoadFileErrorsNameKeyAndFile(t *testing.T) {
+	tests := []struct {
+		name  string
+		give  string
+		wants []string
+	}{
+		{"unknown key", "subscriber_queue_capacity: 8\nsubscribr_queue_capacity: 9\n",
+			[]string{`:2: unknown key "subscribr_queue_capacity"`, "did you mean subscriber_queue_capacity?"}},
+		{"env-style key is not a file key", "FELIX_LISTEN: x\n", []string{`unknown key "FELIX_LISTEN"`}},
+		{"bad integer", "pub_queue_depth: many\n", []string{":1: pub_queue_depth: bad integer"}},
+		{"bad size", "replay_ring_max_bytes: 64 MB please\n", []string{"replay_ring_max_bytes: bad byte size"}},
+		{"bad duration", "auth_timeout_ms: soon\n", []string{"auth_timeout_ms: want integer milliseconds"}},
+		{"int overflows int", "max_frame_bytes: 9999999999999999999\n", []string{"max_frame_bytes"}},
+		{"repeated key", "listen: a\nlisten: b\n", []string{":2: listen: repeats line 1"}},
+		{"not a scalar", "listen: [a, b]\n", []string{"listen: want a single value"}},
+		{"not a mapping", "- listen\n", []string{"want a mapping"}},
+		{"two documents", "listen: a\n---\nlisten: b\n", []string{"want one YAML document"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, tt.give)
+			c := Default()
+			wantErrContains(t, LoadFile(path, &c), append(tt.wants, path)...)
+		})
+	}
+}
+
+func TestLoadFileReportsEveryProblem(t *testing.T) {
+	c := Default()
+	err := LoadFile(writeFile(t, "bogus_one: 1\npub_queue_depth: x\nbogus_two: 2\n"), &c)
+	wantErrContains(t, err, "bogus_one", "pub_queue_depth", "bogus_two")
+}
+
+func TestLoadFileEmpty(t *testing.T) {
+	for _, give := range []string{"", "# only a comment\n"} {
+		c := Default()
+		if err := LoadFile(writeFile(t, give), &c); err != nil || !reflect.DeepEqual(c, Default()) {
+			t.Errorf("LoadFile(%q) = %v, changed=%v; want no error and no change", give, err, !reflect.DeepEqual(c, Default()))
+		}
+	}
+}
+
+func TestLoadEnvUnknownVariable(t *testing.T) {
+	c := Default()
+	err := LoadEnv([]string{"HOME=/root", "FELIX_SUBSCRIBR_QUEUE_CAPACITY=8"}, &c)
+	wantErrContains(t, err,
+		"config: unknown environment variable FELIX_SUBSCRIBR_QUEUE_CAPACITY",
+		"did you mean FELIX_SUBSCRIBER_QUEUE_CAPACITY?",
+		"known: FELIX_LISTEN, ")
+}
+
+func TestLoadEnvValues(t *testing.T) {
+	c := Default()
+	err := LoadEnv([]string{
+		"FELIX_SUBSCRIBER_QUEUE_CAPACITY=8",
+		"FELIX_PUBLISH_QUEUE_WAIT_TIMEOUT_MS=50",
+		"FELIX_SUBSCRIBER_SINGLE_WRITER_PER_CONN=true",
+		"FELIX_TLS_CERT=", // an empty value is a value: it clears the field
+		"NOT_FELIX_X=1",
+	}, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SubscriberQueueCapacity != 8 || c.PublishQueueWaitTimeout != 50*time.Millisecond || !c.SubscriberSingleWriterPerConn {
+		t.Errorf("got %d, %s, %v; want 8, 50ms, true", c.SubscriberQueueCapacity, c.PublishQueueWaitTimeout, c.SubscriberSingleWriterPerConn)
+	}
+	wantErrContains(t, LoadEnv([]string{"FELIX_PUB_QUEUE_DEPTH=x"}, &c), "FELIX_PUB_QUEUE_DEPTH: bad integer")
+}
+
+func TestPrecedence(t *testing.T) {
+	path := writeFile(t, "pub_queue_depth: 10\npublish_window: 10\nfanout_batch_size: 10\n")
+	env := []string{"FELIX_PUBLISH_WINDOW=20", "FELIX_FANOUT_BATCH_SIZE=20"}
+
+	c, err := Load(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PubQueueDepth != 10 || c.PublishWindow != 20 || c.FanoutBatchSize != 20 {
+		t.Errorf("file then env: got %d, %d, %d; want 10, 20, 20", c.PubQueueDepth, c.PublishWindow, c.FanoutBatchSize)
+	}
+
+	fs := pflag.NewFlagSet("felix", pflag.ContinueOnError)
+	flags := RegisterFlags(fs)
+	if err := fs.Parse([]string{"--fanout-batch-size=30"}); err != nil {
+		t.Fatal(err)
+	}
+	flags.Apply(&c)
+	// Unset flags keep their defaults in Flags; Apply must not copy those.
+	if c.PubQueueDepth != 10 || c.PublishWindow != 20 || c.FanoutBatchSize != 30 {
+		t.Errorf("then flags: got %d, %d, %d; want 10, 20, 30", c.PubQueueDepth, c.PublishWindow, c.FanoutBatchSize)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	fs := pflag.NewFlagSet("felix", pflag.ContinueOnError)
+	flags := RegisterFlags(fs)
+	for _, name := range []string{"listen", "data-dir", "config", "addr-file", "log-level", "print-config"} {
+		if fs.Lookup(name) != nil {
+			t.Errorf("flag --%s is registered; the CLI owns it", name)
+		}
+	}
+	err := fs.Parse([]string{
+		"--subscriber-single-writer-per-conn", // a bool flag needs no value
+		"--subscriber-queue-max-bytes-total=5GiB",
+		"--event-batch-max-delay-us", "1ms",
+		"--tls-cert", "c.pem",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	flags.Apply(&c)
+	want := Config{SubscriberSingleWriterPerConn: true, SubscriberQueueMaxBytesTotal: 5 << 30,
+		EventBatchMaxDelay: time.Millisecond, TLSCert: "c.pem"}
+	if c != want {
+		t.Errorf("Apply set %+v, want %+v", c, want)
+	}
+	wantErrContains(t, fs.Parse([]string{"--pub-queue-depth=x"}), "pub-queue-depth", "bad integer")
+}
+
+func TestValidateRefuses(t *testing.T) {
+	tests := []struct {
+		give    func(*Config)
+		wantKey string
+	}{
+		{func(c *Config) { c.LogLevel = "verbose" }, "log_level"},
+		{func(c *Config) { c.TLSCert = "c.pem" }, "tls_cert"},
+		{func(c *Config) { c.MaxFrameBytes = 1023 }, "max_frame_bytes"},
+		{func(c *Config) { c.PreAuthMaxFrameBytes = 0 }, "pre_auth_max_frame_bytes"},
+		{func(c *Config) { c.PreAuthMaxFrameBytes = c.MaxFrameBytes + 1 }, "pre_auth_max_frame_bytes"},
+		{func(c *Config) { c.AuthTimeout = 0 }, "auth_timeout_ms"},
+		{func(c *Config) { c.PubQueueDepth = 0 }, "pub_queue_depth"},
+		{func(c *Config) { c.PublishQueueWaitTimeout = -time.Millisecond }, "publish_queue_wait_timeout_ms"},
+		{func(c *Config) { c.PublishWindow = -1 }, "publish_window"},
+		{func(c *Config) { c.SubscriberQueueCapacity = 0 }, "subscriber_queue_capacity"},
+		{func(c *Config) { c.SubscriberQueueCapacityMax = 0 }, "subscriber_queue_capacity_max"},
+		{func(c *Config) { c.SubscriberQueueCapacity = c.SubscriberQueueCapacityMax + 1 }, "subscriber_queue_capacity"},
+		{func(c *Config) { c.SubscriberQueueMaxBytes = -1 }, "subscriber_queue_max_bytes"},
+		{func(c *Config) { c.SubscriberQueueMaxBytesTotal = -1 }, "subscriber_queue_max_bytes_total"},
+		{func(c *Config) { c.SubscriberQueueMaxBytesTotal = c.SubscriberQueueMaxBytes - 1 }, "subscriber_queue_max_bytes_total"},
+		{func(c *Config) { c.SubscriberQueuePolicy = "drop_all" }, "subscriber_queue_policy"},
+		{func(c *Config) { c.SubscriberEgressMaxBytes = -1 }, "subscriber_egress_max_bytes"},
+		{func(c *Config) { c.SubscriberWriterLanes = 0 }, "subscriber_writer_lanes"},
+		{func(c *Config) { c.SubscriberLaneQueueDepth = 0 }, "subscriber_lane_queue_depth"},
+		{func(c *Config) { c.SubscriberLaneQueuePolicy = "drop_old" }, "subscriber_lane_queue_policy"},
+		{func(c *Config) { c.SubscriberLaneShard = "random" }, "subscriber_lane_shard"},
+		{func(c *Config) { c.EventBatchMaxEvents = 0 }, "event_batch_max_events"},
+		{func(c *Config) { c.EventBatchMaxBytes = -1 }, "event_batch_max_bytes"},
+		{func(c *Config) { c.EventBatchMaxDelay = -time.Microsecond }, "event_batch_max_delay_us"},
+		{func(c *Config) { c.FanoutBatchSize = -1 }, "fanout_batch_size"},
+		{func(c *Config) { c.ReplayRingRecords = 0 }, "replay_ring_records"},
+		{func(c *Config) { c.ReplayRingMaxBytes = -1 }, "replay_ring_max_bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.wantKey, func(t *testing.T) {
+			if _, ok := knobByKey[tt.wantKey]; !ok {
+				t.Fatalf("test names %q, which is not a knob", tt.wantKey)
+			}
+			c := Default()
+			tt.give(&c)
+			wantErrContains(t, c.Validate(), "config: "+tt.wantKey+": ")
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	c := Default()
+	c.LogLevel, c.PubQueueDepth, c.SubscriberLaneShard = "loud", 0, "x"
+	wantErrContains(t, c.Validate(), "log_level", "pub_queue_depth", "subscriber_lane_shard")
+}
+
+func TestValidateAccepts(t *testing.T) {
+	tests := []struct {
+		name string
+		give func(*Config)
+	}{
+		{"total above 4 GiB", func(c *Config) { c.SubscriberQueueMaxBytesTotal = 5 << 30 }},
+		{"total with no per-subscriber bound", func(c *Config) { c.SubscriberQueueMaxBytes, c.SubscriberQueueMaxBytesTotal = 0, 1 }},
+		{"total equal to one share", func(c *Config) { c.SubscriberQueueMaxBytesTotal = c.SubscriberQueueMaxBytes }},
+		{"pipelining off", func(c *Config) { c.PublishWindow = 0 }},
+		{"single-event mode", func(c *Config) { c.FanoutBatchSize = 0 }},
+		{"no batch delay", func(c *Config) { c.EventBatchMaxDelay = 0 }},
+		{"own certificate", func(c *Config) { c.TLSCert, c.TLSKey = "c.pem", "k.pem" }},
+		{"block policies", func(c *Config) { c.SubscriberQueuePolicy, c.SubscriberLaneQueuePolicy = "block", "block" }},
+		{"frame caps at 1 KiB", func(c *Config) { c.MaxFrameBytes, c.PreAuthMaxFrameBytes = 1024, 1024 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.give(&c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+func TestFiveGiBTotalLoads(t *testing.T) {
+	const want = 5 << 30
+	c, err := Load(writeFile(t, "subscriber_queue_max_bytes_total: 5GiB\n"), nil)
+	if err != nil || c.SubscriberQueueMaxBytesTotal != want {
+		t.Errorf("file: got %d, %v; want %d", c.SubscriberQueueMaxBytesTotal, err, want)
+	}
+	c, err = Load("", []string{"FELIX_SUBSCRIBER_QUEUE_MAX_BYTES_TOTAL=5368709120"})
+	if err != nil || c.SubscriberQueueMaxBytesTotal != want {
+		t.Errorf("env: got %d, %v; want %d", c.SubscriberQueueMaxBytesTotal, err, want)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		give    string
+		want    int64
+		wantErr bool
+	}{
+		{give: "0", want: 0},
+		{give: "65536", want: 65536},
+		{give: "512B", want: 512},
+		{give: "16KiB", want: 16 << 10},
+		{give: "64MiB", want: 64 << 20},
+		{give: "1GiB", want: 1 << 30},
+		{give: "5GiB", want: 5 << 30},
+		{give: "2TiB", want: 2 << 40},
+		{give: "5GB", want: 5_000_000_000},
+		{give: "10kb", want: 10_000},
+		{give: " 64 MiB ", want: 64 << 20},
+		{give: "", wantErr: true},
+		{give: "MiB", wantErr: true},
+		{give: "-1", wantErr: true},
+		{give: "1.5GiB", wantErr: true},
+		{give: "64M", wantErr: true},
+		{give: "64 mebibytes", wantErr: true},
+		{give: "9223372036854775807", want: 1<<63 - 1},
+		{give: "8388608TiB", wantErr: true}, // 2^63: one past int64
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			got, err := ParseBytes(tt.give)
+			if tt.wantErr {
+				if err == nil || !strings.HasPrefix(err.Error(), "config: ") {
+					t.Errorf("ParseBytes(%q) = %d, %v; want a config: error", tt.give, got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("ParseBytes(%q) = %d, %v; want %d", tt.give, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDurationUnits(t *testing.T) {
+	tests := []struct {
+		key     string
+		give    string
+		want    time.Duration
+		wantErr bool
+	}{
+		{key: "auth_timeout_ms", give: "1500", want: 1500 * time.Millisecond},
+		{key: "auth_timeout_ms", give: "10s", want: 10 * time.Second},
+		{key: "publish_queue_wait_timeout_ms", give: "0", want: 0},
+		{key: "event_batch_max_delay_us", give: "250", want: 250 * time.Microsecond},
+		{key: "event_batch_max_delay_us", give: `"250us"`, want: 250 * time.Microsecond},
+		{key: "event_batch_max_delay_us", give: "250µs", want: 250 * time.Microsecond},
+		{key: "event_batch_max_delay_us", give: "2ms", want: 2 * time.Millisecond},
+		{key: "auth_timeout_ms", give: "1.5", wantErr: true},
+		{key: "auth_timeout_ms", give: "9223372036854775807", wantErr: true}, // overflows as ms
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"="+tt.give, func(t *testing.T) {
+			var c Config
+			err := LoadFile(writeFile(t, tt.key+": "+tt.give+"\n"), &c)
+			if tt.wantErr {
+				wantErrContains(t, err, tt.key)
+				return
+			}
+			got := reflect.ValueOf(c).Field(knobByKey[tt.key].index).Interface()
+			if err != nil || got != tt.want {
+				t.Errorf("got %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestYAMLRoundTrip(t *testing.T) {
+	odd := Default()
+	odd.AddrFile = "addr: with colon.txt"
+	odd.LogLevel = "debug"
+	odd.TLSCert, odd.TLSKey = "true", "123"   // strings that look like other YAML types
+	odd.AuthTimeout = 1500 * time.Microsecond // not a whole number of ms
+	odd.EventBatchMaxDelay = 0
+	odd.SubscriberQueueMaxBytesTotal = 5 << 30
+	odd.SubscriberSingleWriterPerConn = true
+
+	tests := []struct {
+		name string
+		give Config
+	}{
+		{"defaults", Default()},
+		{"odd values", odd},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := tt.give.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Config // start from zero so every key must be in the output
+			if err := LoadFile(writeFile(t, string(out)), &got); err != nil {
+				t.Fatalf("loading YAML() output: %v\n%s", err, out)
+			}
+			if got != tt.give {
+				t.Errorf("round trip changed the config:\n got %+v\nwant %+v\nYAML:\n%s", got, tt.give, out)
+			}
+		})
+	}
+}
+
+func TestYAMLUnits(t *testing.T) {
+	out, err := Default().YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"auth_timeout_ms: 10000\n",
+		"publish_queue_wait_timeout_ms: 2000\n",
+		"event_batch_max_delay_us: 250\n",
+		"max_frame_bytes: 16777216\n",
+		"tls_cert: \"\"\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("YAML() lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package config
+
+import "time"
+
+// Byte-size units for the defaults and ParseBytes.
+const (
+	kib int64 = 1 << 10
+	mib int64 = 1 << 20
+	gib int64 = 1 << 30
+)
+
+// Default returns the spec's defaults. Each value names where it comes from:
+// "spec" is shared/spec (Publish/Subscribe, Internals: Subscribe & Fanout),
+// "reference" is the Rust broker's knob tables in shared/notes/felix-reference.md.
+func Default() Config {
+	return Config{
+		// reference §3.1 quic_bind is 0.0.0.0:5000; loopback here until auth
+		// exists, so a development broker is not open to the network.
+		Listen:   "127.0.0.1:5000",
+		DataDir:  "./felix-data",
+		LogLevel: "info",
+		// AddrFile, TLSCert and TLSKey stay empty: no address file, and a
+		// self-signed certificate generated into DataDir.
+
+		MaxFrameBytes:        int(16 * mib),    // reference §3.1 Frames / acks: max_frame_bytes
+		PreAuthMaxFrameBytes: int(64 * kib),    // reference §7 Security limits: pre-auth frame cap
+		AuthTimeout:          10 * time.Second, // reference §7 Security limits: FELIX_AUTH_TIMEOUT_MS
+
+		PubQueueDepth:           64,                      // spec: Publish/Subscribe, Isolation and backpressure; reference §3.1
+		PublishQueueWaitTimeout: 2000 * time.Millisecond, // spec: Publish/Subscribe, Isolation and backpressure; reference §3.1
+		PublishWindow:           256,                     // spec: Publish/Subscribe, Acked publishes are pipelined
+
+		SubscriberQueueCapacity:    512,  // spec: Publish/Subscribe, Choosing a queue size ("the 512 default")
+		SubscriberQueueCapacityMax: 4096, // spec: Publish/Subscribe, Choosing a queue size
+		// spec: Publish/Subscribe, Isolation and backpressure says both 128 MiB and
+		// "the 64 MiB default" (reference §13); the design brief picks 64 MiB.
+		SubscriberQueueMaxBytes:       64 * mib,
+		SubscriberQueueMaxBytesTotal:  0,          // spec: Publish/Subscribe, Isolation and backpressure ("off by default")
+		SubscriberQueuePolicy:         "drop_new", // spec: Publish/Subscribe, Isolation and backpressure; reference §5.1
+		SubscriberEgressMaxBytes:      256 * mib,  // spec: Publish/Subscribe, Isolation and backpressure
+		SubscriberWriterLanes:         4,          // reference §3.1 Subscribe; §5.1 isolation
+		SubscriberLaneQueueDepth:      64,         // reference §3.1 Subscribe; §5.1 isolation
+		SubscriberLaneQueuePolicy:     "drop_new", // spec: Publish/Subscribe, Isolation and backpressure
+		SubscriberLaneShard:           "auto",     // spec: Internals: Subscribe & Fanout, Lane assignment
+		SubscriberSingleWriterPerConn: false,      // reference §3.1 Subscribe (true is only the latency profile's choice)
+
+		EventBatchMaxEvents: 64,                     // spec: Publish/Subscribe, Batching, Broker side
+		EventBatchMaxBytes:  int(64 * kib),          // spec: Publish/Subscribe, Batching, Broker side
+		EventBatchMaxDelay:  250 * time.Microsecond, // spec: Publish/Subscribe, Batching, Broker side
+		FanoutBatchSize:     64,                     // reference §3.1 Event batching
+
+		ReplayRingRecords:  1024,     // spec: Publish/Subscribe, Isolation and backpressure (replay ring)
+		ReplayRingMaxBytes: 64 * mib, // spec: Publish/Subscribe, Isolation and backpressure (replay ring)
+	}
+}

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// minFrameBytes is the smallest frame cap accepted: below it a handshake or an
+// error frame may not fit, and the broker could not even refuse a client.
+const minFrameBytes = kib
+
+// choices lists the values a string knob accepts, for Validate and flag help.
+var choices = map[string][]string{
+	// zerolog's level names.
+	"log_level": {"trace", "debug", "info", "warn", "error", "fatal", "panic", "disabled"},
+	// drop_old evicts for real here; the reference only emulates it (DESIGN.md).
+	"subscriber_queue_policy": {"drop_new", "drop_old", "block"},
+	// The reference's lane policies; drop_old is not one of them.
+	"subscriber_lane_queue_policy": {"drop_new", "block"},
+	"subscriber_lane_shard":        {"auto", "subscriber_id_hash", "connection_id_hash", "round_robin_pin"},
+}
+
+// Validate refuses values the broker cannot run with. It returns every
+// problem joined, each naming its key, so one run shows all the bad keys.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, msg string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(msg, args...)))
+	}
+	atLeast := func(key string, v, lo int64) {
+		if v < lo {
+			bad(key, "must be at least %d, got %d", lo, v)
+		}
+	}
+	notNegative := func(key string, d time.Duration) {
+		if d < 0 {
+			bad(key, "must not be negative, got %s", d)
+		}
+	}
+	oneOf := func(key, v string) {
+		if !slices.Contains(choices[key], v) {
+			bad(key, "must be one of %s, got %q", strings.Join(choices[key], ", "), v)
+		}
+	}
+
+	oneOf("log_level", c.LogLevel)
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls_cert", "and tls_key must be set together (both empty generates a certificate)")
+	}
+
+	atLeast("max_frame_bytes", int64(c.MaxFrameBytes), minFrameBytes)
+	atLeast("pre_auth_max_frame_bytes", int64(c.PreAuthMaxFrameBytes), minFrameBytes)
+	if c.PreAuthMaxFrameBytes > c.MaxFrameBytes {
+		bad("pre_auth_max_frame_bytes", "%d is larger than max_frame_bytes %d", c.PreAuthMaxFrameBytes, c.MaxFrameBytes)
+	}
+	if c.AuthTimeout <= 0 {
+		bad("auth_timeout_ms", "must be positive, got %s", c.AuthTimeout)
+	}
+
+	atLeast("pub_queue_depth", int64(c.PubQueueDepth), 1)
+	notNegative("publish_queue_wait_timeout_ms", c.PublishQueueWaitTimeout) // 0: no wait
+	atLeast("publish_window", int64(c.PublishWindow), 0)                    // 0 turns pipelining off (reference §3.1)
+
+	atLeast("subscriber_queue_capacity", int64(c.SubscriberQueueCapacity), 1)
+	atLeast("subscriber_queue_capacity_max", int64(c.SubscriberQueueCapacityMax), 1)
+	if c.SubscriberQueueCapacity > c.SubscriberQueueCapacityMax {
+		bad("subscriber_queue_capacity", "%d is larger than subscriber_queue_capacity_max %d",
+			c.SubscriberQueueCapacity, c.SubscriberQueueCapacityMax)
+	}
+	atLeast("subscriber_queue_max_bytes", c.SubscriberQueueMaxBytes, 0) // 0: no per-subscriber byte bound
+	atLeast("subscriber_queue_max_bytes_total", c.SubscriberQueueMaxBytesTotal, 0)
+	// A total below one queue's own bound makes that bound unreachable: almost
+	// certainly a unit slip, not a plan.
+	if t, one := c.SubscriberQueueMaxBytesTotal, c.SubscriberQueueMaxBytes; t > 0 && t < one {
+		bad("subscriber_queue_max_bytes_total", "%d is smaller than subscriber_queue_max_bytes %d", t, one)
+	}
+	oneOf("subscriber_queue_policy", c.SubscriberQueuePolicy)
+	atLeast("subscriber_egress_max_bytes", c.SubscriberEgressMaxBytes, 0)
+	atLeast("subscriber_writer_lanes", int64(c.SubscriberWriterLanes), 1)
+	atLeast("subscriber_lane_queue_depth", int64(c.SubscriberLaneQueueDepth), 1)
+	oneOf("subscriber_lane_queue_policy", c.SubscriberLaneQueuePolicy)
+	oneOf("subscriber_lane_shard", c.SubscriberLaneShard)
+
+	atLeast("event_batch_max_events", int64(c.EventBatchMaxEvents), 1)
+	atLeast("event_batch_max_bytes", int64(c.EventBatchMaxBytes), 0)
+	notNegative("event_batch_max_delay_us", c.EventBatchMaxDelay) // 0: never wait to fill a batch
+	atLeast("fanout_batch_size", int64(c.FanoutBatchSize), 0)     // 0 and 1: single-event mode
+	atLeast("replay_ring_records", int64(c.ReplayRingRecords), 1)
+	atLeast("replay_ring_max_bytes", c.ReplayRingMaxBytes, 0)
+
+	return errors.Join(errs...)
+}

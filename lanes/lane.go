@@ -1,0 +1,107 @@
+// Package lanes owns the last two hops of delivery: the fixed set of writer
+// lane actors that bound write parallelism, and one connection writer actor
+// per QUIC connection, which owns that connection's event streams and writes
+// them with continuous pipelining. It also owns the per-connection egress
+// byte budget that feeders take from and writers return to.
+package lanes
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/getfelix/felix-go/actors"
+)
+
+// Deliver carries one subscription's coalesced event frames toward its
+// connection. The frames are shared with other subscribers: never modify them.
+// Bytes were taken from Egress by the feeder, and whoever ends the Deliver's
+// life (written, dropped, refused) returns them.
+type Deliver struct {
+	SubscriptionID uint64
+	Frames         [][]byte
+	Bytes          int64
+	Records        int
+	Egress         *Egress
+	Writer         *WriterRef
+}
+
+// MailboxBytes counts the frames against a lane's byte accounting.
+func (d *Deliver) MailboxBytes() int64 { return d.Bytes }
+
+// WriterRef addresses a connection writer.
+type WriterRef struct {
+	ConnID  uint64
+	PID     *actor.PID
+	Mailbox *actors.Mailbox
+	Budget  *ConnBudget
+}
+
+// LaneRef addresses a lane.
+type LaneRef struct {
+	Index   int
+	PID     *actor.PID
+	Mailbox *actors.Mailbox
+}
+
+// lane forwards deliveries to their connection writers. It exists to bound
+// write parallelism and to give each subscription a stable path, so its
+// frames reach the connection writer in the order the feeder sent them.
+// Its mailbox is the lane queue (subscriber_lane_queue_depth and policy).
+type lane struct {
+	index int
+	log   zerolog.Logger
+	// onRefused counts a delivery whose connection writer is gone.
+	onRefused func(*Deliver)
+}
+
+// LaneConfig configures one lane.
+type LaneConfig struct {
+	Depth  int
+	Policy actors.Policy
+	Log    zerolog.Logger
+	// OnDrop is told of each delivery the lane queue refused, after its
+	// egress bytes were returned.
+	OnDrop func(*Deliver)
+}
+
+// LaneProps returns the props of lane index; created receives its mailbox.
+func LaneProps(index int, cfg LaneConfig, created func(*actors.Mailbox)) *actor.Props {
+	l := &lane{index: index, log: cfg.Log.With().Int("lane", index).Logger(), onRefused: cfg.OnDrop}
+	return actors.Props(func() actor.Actor { return l }, actors.MailboxConfig{
+		Capacity: cfg.Depth,
+		Policy:   cfg.Policy,
+		OnDrop: func(msg any, _ actors.DropReason) {
+			if d, ok := unwrap(msg).(*Deliver); ok {
+				d.Egress.Return(d.Bytes)
+				if cfg.OnDrop != nil {
+					cfg.OnDrop(d)
+				}
+			}
+		},
+	}, created)
+}
+
+func (l *lane) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *Deliver:
+		l.handleDeliver(msg)
+	}
+}
+
+func (l *lane) handleDeliver(d *Deliver) {
+	// The connection writer never blocks in Receive (its writes run on their
+	// own goroutines), so this wait is short; it is Block so a burst is not lost.
+	if !d.Writer.Mailbox.TryPost(d, -1).Accepted() {
+		d.Egress.Return(d.Bytes)
+		if l.onRefused != nil {
+			l.onRefused(d)
+		}
+	}
+}
+
+func unwrap(msg any) any {
+	if env, ok := msg.(*actor.MessageEnvelope); ok {
+		return env.Message
+	}
+	return msg
+}

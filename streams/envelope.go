@@ -1,0 +1,69 @@
+package streams
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/getfelix/felix-go/wire"
+)
+
+// FrameShape is one layout of an event batch on the wire. Subscribers that
+// negotiated different flags need different bytes; each shape is encoded at
+// most once per envelope.
+type FrameShape uint8
+
+const (
+	// ShapePlain is the shared event batch with no offsets.
+	ShapePlain FrameShape = iota
+	numShapes
+)
+
+// Envelope is one published batch on its way to every subscriber of a shard.
+// It is immutable once the shard sends it, shared by pointer, and encodes its
+// wire frame lazily: the first feeder to ask pays the encode and every other
+// feeder gets the same bytes. Encode-once is why fanout costs delivery work
+// but no re-encoding.
+type Envelope struct {
+	// Payloads alias the publish frame that carried them; nobody may write them.
+	Payloads [][]byte
+	bytes    int64
+
+	frames  [numShapes]frameCache
+	encodes atomic.Int32
+}
+
+type frameCache struct {
+	once  sync.Once
+	bytes []byte
+}
+
+// NewEnvelope wraps a published batch.
+func NewEnvelope(payloads [][]byte) *Envelope {
+	e := &Envelope{Payloads: payloads}
+	for _, p := range payloads {
+		e.bytes += int64(len(p))
+	}
+	return e
+}
+
+// MailboxBytes counts the batch's payload bytes against a subscriber
+// queue's byte bound. The same bytes count once in every queue holding the
+// envelope, because each of those queues keeps them alive.
+func (e *Envelope) MailboxBytes() int64 { return e.bytes }
+
+// Len is the number of records in the batch.
+func (e *Envelope) Len() int { return len(e.Payloads) }
+
+// Frame returns the batch's wire frame in the given shape, encoding it on
+// first use. The returned bytes are shared: callers must not modify them.
+func (e *Envelope) Frame(shape FrameShape) []byte {
+	c := &e.frames[shape]
+	c.once.Do(func() {
+		e.encodes.Add(1)
+		c.bytes = wire.AppendEventBatch(make([]byte, 0, wire.EventBatchLen(e.Payloads)), e.Payloads)
+	})
+	return c.bytes
+}
+
+// Encodes counts how many frames this envelope has encoded (at most one per shape).
+func (e *Envelope) Encodes() int { return int(e.encodes.Load()) }

@@ -1,0 +1,139 @@
+package streams
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// GetShard asks the registry for a shard, creating an in-memory stream on
+// first use. The registry responds with *ShardRef.
+type GetShard struct {
+	actors.ControlMessage
+	Scope wire.Scope
+	Shard uint32
+}
+
+// ShardRef addresses a shard: its PID for actor messages and its mailbox for
+// admission with a bounded wait (TryPost), which Send cannot express.
+type ShardRef struct {
+	PID     *actor.PID
+	Mailbox *actors.Mailbox
+	Err     error
+}
+
+// RegistryConfig configures the registry and the shards it makes.
+type RegistryConfig struct {
+	Shard ShardConfig
+	// PubQueueDepth bounds each shard's mailbox.
+	PubQueueDepth int
+	Log           zerolog.Logger
+	// OnStats, when set, receives every publish's fanout stats on the shard's goroutine.
+	OnStats func(*FanoutStats)
+}
+
+// registry is the streams supervisor: the parent of every shard, and the
+// only place shards are created, so two publishers racing to a new stream
+// get the same shard. Only Receive touches it.
+type registry struct {
+	cfg    RegistryConfig
+	shards map[shardKey]*ShardRef
+}
+
+type shardKey struct {
+	scope wire.Scope
+	shard uint32
+}
+
+// RegistryProps returns the props of the streams supervisor.
+func RegistryProps(cfg RegistryConfig) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &registry{cfg: cfg, shards: make(map[shardKey]*ShardRef)}
+	},
+		actor.WithSupervisor(actors.ChildStrategy()),
+		actor.WithGuardian(actors.GuardianStrategy()),
+		actor.WithMailbox(actors.Producer(actors.MailboxConfig{Capacity: 4096, Policy: actors.Block}, nil)),
+	)
+}
+
+func (r *registry) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *GetShard:
+		r.handleGetShard(ctx, msg)
+	case *actor.Terminated:
+		r.handleTerminated(msg)
+	}
+}
+
+func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
+	key := shardKey{msg.Scope, msg.Shard}
+	if ref, ok := r.shards[key]; ok && !ref.Mailbox.IsClosed() {
+		ctx.Respond(ref)
+		return
+	}
+	if err := msg.Scope.Validate(); err != nil {
+		ctx.Respond(&ShardRef{Err: err})
+		return
+	}
+	sh := newShard(msg.Scope, r.cfg.Shard, r.cfg.Log, r.cfg.OnStats)
+	ref := &ShardRef{}
+	props := actors.Props(
+		// The same instance on every restart: see shard.handleRestarting.
+		func() actor.Actor { return sh },
+		actors.MailboxConfig{Capacity: r.cfg.PubQueueDepth, Policy: actors.Block, OnDrop: failPublish},
+		func(m *actors.Mailbox) { ref.Mailbox = m },
+	)
+	pid, err := ctx.SpawnNamed(props, ShardName(msg.Scope, msg.Shard))
+	if err != nil {
+		ctx.Respond(&ShardRef{Err: fmt.Errorf("streams: spawn shard %s: %w", msg.Scope, err)})
+		return
+	}
+	ref.PID = pid
+	ctx.Watch(pid)
+	r.shards[key] = ref
+	ctx.Respond(ref)
+}
+
+func (r *registry) handleTerminated(msg *actor.Terminated) {
+	for k, ref := range r.shards {
+		if ref.PID.Equal(msg.Who) {
+			delete(r.shards, k)
+			return
+		}
+	}
+}
+
+// ShardName is a shard's actor name under the streams supervisor. ':' cannot
+// occur in a valid name, so the mapping is unambiguous.
+func ShardName(scope wire.Scope, shard uint32) string {
+	return fmt.Sprintf("%s:%s:%s:%d", scope.Tenant, scope.Namespace, scope.Stream, shard)
+}
+
+// Lookup asks the registry for a shard from outside the actor system.
+func Lookup(root *actor.RootContext, registry *actor.PID, scope wire.Scope, shard uint32, timeout time.Duration) (*ShardRef, error) {
+	res, err := root.RequestFuture(registry, &GetShard{Scope: scope, Shard: shard}, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("streams: look up %s: %w", scope, err)
+	}
+	ref := res.(*ShardRef)
+	if ref.Err != nil {
+		return nil, ref.Err
+	}
+	return ref, nil
+}
+
+// failPublish answers a publish the shard will never handle because it
+// stopped with the publish still queued.
+func failPublish(msg any, _ actors.DropReason) {
+	if env, ok := msg.(*actor.MessageEnvelope); ok {
+		msg = env.Message
+	}
+	if p, ok := msg.(*Publish); ok && p.Done != nil {
+		p.Done(ErrShardStopped)
+	}
+}

@@ -1,0 +1,229 @@
+// Package streams owns stream shards: the actor that admits publishes for one
+// (tenant, namespace, stream, shard), keeps its subscriber set and replay
+// ring, and fans every publish batch out to the subscribers' feeder mailboxes
+// as one shared Envelope. It also owns the registry that creates shards on
+// first use.
+package streams
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// Messages a shard accepts. The shard's mailbox is the publish queue
+// (pub_queue_depth, policy block): a publisher waits there, then gets
+// overloaded. Registration is control traffic and never waits behind publishes.
+
+// Publish appends a batch and fans it out. Done, if set, is called exactly
+// once on the shard's goroutine once every subscriber with room has the batch
+// (or with the error that stopped it); it must not block.
+type Publish struct {
+	Payloads [][]byte
+	Done     func(err error)
+}
+
+// AddSubscriber registers a feeder's mailbox. The shard responds with
+// *SubscriberAdded once the subscriber will see every later publish.
+type AddSubscriber struct {
+	actors.ControlMessage
+	ID     uint64
+	Feeder *actors.Mailbox
+}
+
+// SubscriberAdded answers AddSubscriber.
+type SubscriberAdded struct{ ID uint64 }
+
+// RemoveSubscriber forgets a subscriber. A closed feeder mailbox is also
+// forgotten on the next publish, so this is an optimisation, not a duty.
+type RemoveSubscriber struct {
+	actors.ControlMessage
+	ID uint64
+}
+
+// ErrShardRestarted fails a publish that was in the shard when it crashed.
+var ErrShardRestarted = wire.NewError(wire.CodeShardUnavailable, "shard restarted while handling the publish; it may or may not have been delivered")
+
+// ErrShardStopped fails a publish still queued when its shard stopped.
+var ErrShardStopped = wire.NewError(wire.CodeShardUnavailable, "shard stopped before handling the publish; it was not delivered")
+
+// ShardConfig bounds one shard.
+type ShardConfig struct {
+	// SubscriberPolicy is the stream's overflow policy; under Block the shard
+	// waits on full subscribers after serving the ones with room.
+	SubscriberPolicy actors.Policy
+	// RingRecords and RingBytes bound the replay ring.
+	RingRecords int
+	RingBytes   int64
+}
+
+// FanoutStats are reported per publish so the broker can count without the
+// shard knowing about metrics.
+type FanoutStats struct {
+	Scope      wire.Scope
+	Records    int
+	Bytes      int64
+	Delivered  int // subscribers that took the batch
+	Evicting   int // of those, how many evicted older batches to take it
+	Dropped    int // subscribers whose queue refused it
+	BlockedFor time.Duration
+}
+
+type subscriber struct {
+	id     uint64
+	feeder *actors.Mailbox
+}
+
+// shard is the actor for one shard. Every field is owned by Receive.
+type shard struct {
+	scope   wire.Scope
+	cfg     ShardConfig
+	log     zerolog.Logger
+	onStats func(*FanoutStats)
+
+	subs    []subscriber
+	ring    ring
+	next    uint64   // records appended so far: the next record's offset
+	current *Publish // the publish in hand, failed explicitly if we crash
+	full    []*actors.Mailbox // scratch: feeders that were full (block)
+}
+
+func newShard(scope wire.Scope, cfg ShardConfig, log zerolog.Logger, onStats func(*FanoutStats)) *shard {
+	return &shard{
+		scope: scope, cfg: cfg, onStats: onStats,
+		log:  log.With().Str("stream", scope.String()).Logger(),
+		ring: ring{maxRecords: cfg.RingRecords, maxBytes: cfg.RingBytes},
+	}
+}
+
+func (s *shard) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		s.log.Debug().Msg("shard started")
+	case *actor.Restarting:
+		s.handleRestarting()
+	case *Publish:
+		s.handlePublish(msg)
+	case *AddSubscriber:
+		s.handleAddSubscriber(ctx, msg)
+	case *RemoveSubscriber:
+		s.handleRemoveSubscriber(msg)
+	default:
+		s.log.Debug().Type("message", msg).Msg("shard ignored message")
+	}
+}
+
+// handleRestarting keeps the subscriber set and ring (the producer returns
+// this same instance: losing them would silently end every subscription) and
+// fails the publish that was in hand, so its publisher is not left waiting
+// for an ack that can never come.
+func (s *shard) handleRestarting() {
+	if s.current != nil && s.current.Done != nil {
+		s.current.Done(ErrShardRestarted)
+	}
+	s.current = nil
+}
+
+func (s *shard) handlePublish(p *Publish) {
+	s.current = p
+	env := NewEnvelope(p.Payloads)
+	s.next += uint64(len(p.Payloads))
+	s.ring.push(env)
+	stats := s.fanout(env)
+	s.current = nil
+	if p.Done != nil {
+		p.Done(nil)
+	}
+	if s.onStats != nil {
+		s.onStats(stats)
+	}
+}
+
+// fanout offers env to every subscriber without waiting, then, under block,
+// waits on the ones that were full: a batch reaches every subscriber with
+// room before the shard waits on anyone.
+func (s *shard) fanout(env *Envelope) *FanoutStats {
+	st := &FanoutStats{Scope: s.scope, Records: env.Len(), Bytes: env.bytes}
+	s.full = s.full[:0]
+	alive := s.subs[:0] // compacted in place: alive never runs ahead of the loop
+	for _, sub := range s.subs {
+		switch sub.feeder.TryPost(env, 0) {
+		case actors.Posted:
+			st.Delivered++
+		case actors.PostedEvicting:
+			st.Delivered++
+			st.Evicting++
+		case actors.Dropped:
+			st.Dropped++
+		case actors.TimedOut: // block policy, full
+			s.full = append(s.full, sub.feeder)
+		case actors.Closed:
+			continue // the feeder stopped: forget it
+		}
+		alive = append(alive, sub)
+	}
+	clear(s.subs[len(alive):])
+	s.subs = alive
+	if len(s.full) > 0 {
+		start := time.Now()
+		for i, feeder := range s.full {
+			// Parks the shard until this subscriber reads or goes away: that
+			// is what block promises (nothing dropped, nothing reordered).
+			if feeder.TryPost(env, -1).Accepted() {
+				st.Delivered++
+			}
+			s.full[i] = nil
+		}
+		st.BlockedFor = time.Since(start)
+	}
+	return st
+}
+
+func (s *shard) handleAddSubscriber(ctx actor.Context, msg *AddSubscriber) {
+	s.subs = append(s.subs, subscriber{id: msg.ID, feeder: msg.Feeder})
+	ctx.Respond(&SubscriberAdded{ID: msg.ID})
+}
+
+func (s *shard) handleRemoveSubscriber(msg *RemoveSubscriber) {
+	for i, sub := range s.subs {
+		if sub.id == msg.ID {
+			s.subs = append(s.subs[:i], s.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+// ring keeps the most recent envelopes, bounded by record count and payload
+// bytes; the oldest go first. It is the in-memory history a resume reads.
+type ring struct {
+	maxRecords int
+	maxBytes   int64
+	envs       []*Envelope
+	records    int
+	bytes      int64
+}
+
+func (r *ring) push(e *Envelope) {
+	if r.maxRecords <= 0 {
+		return
+	}
+	r.envs = append(r.envs, e)
+	r.records += e.Len()
+	r.bytes += e.bytes
+	drop := 0
+	for len(r.envs)-drop > 1 && (r.records > r.maxRecords || (r.maxBytes > 0 && r.bytes > r.maxBytes)) {
+		old := r.envs[drop]
+		r.records -= old.Len()
+		r.bytes -= old.bytes
+		drop++
+	}
+	if drop > 0 {
+		clear(r.envs[:drop])
+		r.envs = r.envs[drop:]
+	}
+}
+

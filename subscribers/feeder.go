@@ -1,0 +1,227 @@
+// Package subscribers owns subscription feeders: one actor per subscription
+// whose mailbox is the subscriber queue (subscriber_queue_capacity,
+// subscriber_queue_max_bytes and the stream's overflow policy). A feeder takes
+// the shared frame of each envelope the shard fans out, coalesces frames
+// adaptively, takes egress credit from its connection's budget, and hands the
+// batch to its writer lane.
+package subscribers
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/streams"
+)
+
+// Messages a feeder accepts: *streams.Envelope from its shard (data, bounded
+// by the subscriber queue), and these two control messages to itself.
+
+// flushDue is the coalescing timer firing for the batch of generation gen.
+type flushDue struct {
+	actors.ControlMessage
+	gen uint64
+}
+
+// creditReturned says egress bytes came back while the feeder waited for them.
+type creditReturned struct{ actors.ControlMessage }
+
+var creditReturnedMsg = &creditReturned{}
+
+// BatchConfig governs coalescing (EventWriterConfig in the spec).
+type BatchConfig struct {
+	MaxEvents int
+	MaxBytes  int
+	MaxDelay  time.Duration
+	// SingleEvent sends every envelope at once on its own (fanout_batch_size <= 1).
+	SingleEvent bool
+}
+
+// Config is one feeder's wiring.
+type Config struct {
+	SubscriptionID uint64
+	Batch          BatchConfig
+	Lane           lanes.LaneRef
+	Writer         *lanes.WriterRef
+	Root           *actor.RootContext
+	Log            zerolog.Logger
+	// OnLaneDrop is told when the lane refused a batch (drop_new at lane ingress).
+	OnLaneDrop func(records int, bytes int64)
+}
+
+// feeder is the actor for one subscription. Every field is owned by Receive,
+// except egress, whose atomics it shares with the connection writer.
+type feeder struct {
+	cfg     Config
+	mailbox *actors.Mailbox
+	egress  *lanes.Egress
+	self    *actor.PID
+
+	pending      [][]byte
+	pendingBytes int64
+	records      int
+	// busy is set when the last batch found more envelopes queued behind its
+	// first: under load the next batch waits up to MaxDelay to fill.
+	busy       bool
+	timerArmed bool
+	timerGen   uint64
+	timer      *time.Timer
+	// out is a batch waiting for egress credit; the mailbox is held meanwhile,
+	// so the subscriber queue (not this actor) absorbs what keeps arriving.
+	out *lanes.Deliver
+}
+
+// Props returns the props of a feeder. created receives its mailbox (the
+// subscriber queue); egress is the subscription's share of its connection.
+func Props(cfg Config, queue actors.MailboxConfig, created func(*actors.Mailbox)) (*actor.Props, *lanes.Egress) {
+	f := &feeder{cfg: cfg}
+	f.egress = cfg.Writer.Budget.NewEgress(func() {
+		if pid := f.selfPID(); pid != nil {
+			cfg.Root.Send(pid, creditReturnedMsg)
+		}
+	})
+	props := actors.Props(func() actor.Actor { return f }, queue, func(m *actors.Mailbox) {
+		f.mailbox = m
+		if created != nil {
+			created(m)
+		}
+	})
+	return props, f.egress
+}
+
+// selfPID is read by the egress notifier on the connection writer's goroutine.
+// It is set once, before any credit can be owed (credit is only owed after a
+// failed take, which happens inside Receive), so no lock is needed.
+func (f *feeder) selfPID() *actor.PID { return f.self }
+
+func (f *feeder) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		f.self = ctx.Self()
+	case *actor.Restarting:
+		f.handleRestarting()
+	case *actor.Stopped:
+		f.handleStopped()
+	case *streams.Envelope:
+		f.handleEnvelope(msg)
+	case *flushDue:
+		f.handleFlushDue(msg)
+	case *creditReturned:
+		f.handleCreditReturned()
+	default:
+		f.cfg.Log.Debug().Type("message", msg).Msg("feeder ignored message")
+	}
+}
+
+// handleRestarting keeps the subscription (this same instance is reused) but
+// forgets the timer, whose goroutine may fire into the new incarnation.
+func (f *feeder) handleRestarting() {
+	f.stopTimer()
+}
+
+func (f *feeder) handleStopped() {
+	f.stopTimer()
+	f.pending, f.out = nil, nil
+}
+
+func (f *feeder) handleEnvelope(env *streams.Envelope) {
+	frame := env.Frame(streams.ShapePlain)
+	if len(f.pending) == 0 && f.busy && !f.cfg.Batch.SingleEvent {
+		f.armTimer()
+	}
+	f.pending = append(f.pending, frame)
+	f.pendingBytes += int64(len(frame))
+	f.records += env.Len()
+
+	switch {
+	case f.cfg.Batch.SingleEvent,
+		len(f.pending) >= f.cfg.Batch.MaxEvents,
+		f.pendingBytes >= int64(f.cfg.Batch.MaxBytes):
+		f.flush()
+	case f.mailbox.Len() > 0:
+		// More is queued right behind: take it into this batch first.
+	case !f.timerArmed:
+		// Nothing more waiting and no reason to wait: a lone event goes now.
+		f.flush()
+	}
+}
+
+func (f *feeder) handleFlushDue(msg *flushDue) {
+	if msg.gen != f.timerGen || !f.timerArmed {
+		return // a timer for a batch that already went
+	}
+	f.timerArmed = false
+	if len(f.pending) > 0 && f.out == nil {
+		f.flush()
+	}
+}
+
+func (f *feeder) handleCreditReturned() {
+	if f.out == nil {
+		return
+	}
+	if !f.egress.TryTake(f.out.Bytes) {
+		return // still full; the next return notifies again
+	}
+	d := f.out
+	f.out = nil
+	f.toLane(d)
+	f.mailbox.Release()
+}
+
+// flush sends the pending batch toward the network.
+func (f *feeder) flush() {
+	f.stopTimer()
+	d := &lanes.Deliver{
+		SubscriptionID: f.cfg.SubscriptionID,
+		Frames:         f.pending,
+		Bytes:          f.pendingBytes,
+		Records:        f.records,
+		Egress:         f.egress,
+		Writer:         f.cfg.Writer,
+	}
+	// A batch that coalesced more than one envelope means they arrive faster
+	// than we drain: wait to fill the next one. A lone one clears the mark.
+	f.busy = len(f.pending) > 1
+	f.pending, f.pendingBytes, f.records = nil, 0, 0
+	if !f.egress.TryTake(d.Bytes) {
+		f.out = d
+		f.mailbox.Hold()
+		return
+	}
+	f.toLane(d)
+}
+
+func (f *feeder) toLane(d *lanes.Deliver) {
+	// Under drop_new the lane refuses at once (its drop hook returns the
+	// credit); under block this parks until the lane has room, which is the
+	// documented cost of block: the connection's subscriptions wait together.
+	res := f.cfg.Lane.Mailbox.TryPost(d, -1)
+	if res == actors.Closed {
+		d.Egress.Return(d.Bytes) // a stopped lane calls no drop hook
+	}
+	if !res.Accepted() {
+		if f.cfg.OnLaneDrop != nil {
+			f.cfg.OnLaneDrop(d.Records, d.Bytes)
+		}
+	}
+}
+
+func (f *feeder) armTimer() {
+	f.timerGen++
+	f.timerArmed = true
+	gen, self, root := f.timerGen, f.self, f.cfg.Root
+	f.timer = time.AfterFunc(f.cfg.Batch.MaxDelay, func() { root.Send(self, &flushDue{gen: gen}) })
+}
+
+func (f *feeder) stopTimer() {
+	if f.timer != nil {
+		f.timer.Stop()
+		f.timer = nil
+	}
+	f.timerArmed = false
+	f.timerGen++
+}

@@ -1,0 +1,276 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/rs/zerolog"
+
+	"github.com/getfelix/felix-go/wire"
+)
+
+// openStreamTimeout bounds opening a subscription's event stream: a client
+// at its stream limit gets an error rather than a hung subscribe.
+const openStreamTimeout = 5 * time.Second
+
+// serveConn runs one connection: the handshake on its first bidirectional
+// stream, then one goroutine per stream the client opens. It returns when
+// the connection has closed and every stream goroutine has finished.
+func (s *Server) serveConn(conn *quic.Conn) {
+	id := s.nextConn.Add(1)
+	log := s.cfg.Log.With().Uint64("conn", id).Str("remote", conn.RemoteAddr().String()).Logger()
+
+	ctrl, fr, info, err := s.handshake(conn, id)
+	if err != nil {
+		log.Debug().Err(err).Msg("handshake failed")
+		return
+	}
+	session, err := s.backend.Open(info)
+	if err != nil {
+		writeError(ctrl, 0, wire.AsError(err))
+		_ = conn.CloseWithError(CloseShutdown, "broker cannot serve this connection")
+		return
+	}
+	ack := &wire.AuthOK{
+		ServerFlags:    info.Flags,
+		ServerFeatures: info.Features,
+		PublishWindow:  s.cfg.PublishWindow,
+		MaxFrameBytes:  s.cfg.MaxFrameBytes,
+	}
+	if err := writeMessage(ctrl, ack); err != nil {
+		session.Close()
+		_ = conn.CloseWithError(CloseProtocol, "handshake write failed")
+		return
+	}
+	fr.MaxLen = s.cfg.MaxFrameBytes
+
+	h := &connHandler{srv: s, conn: conn, session: session, log: log}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); h.serveStream(ctrl, fr) }()
+	for {
+		st, err := conn.AcceptStream(context.Background())
+		if err != nil {
+			break // the connection closed
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); h.serveStream(st, wire.NewFrameReader(st, s.cfg.MaxFrameBytes)) }()
+	}
+	wg.Wait()
+	session.Close()
+	log.Debug().Msg("connection closed")
+}
+
+// handshake waits for the first stream and its Auth, within AuthTimeout.
+// A client that connects and says nothing is closed with CloseAuthTimeout.
+func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, *wire.FrameReader, ConnInfo, error) {
+	deadline := time.Now().Add(s.cfg.AuthTimeout)
+	ctx, cancel := context.WithDeadline(conn.Context(), deadline)
+	defer cancel()
+	ctrl, err := conn.AcceptStream(ctx)
+	if err != nil {
+		s.closeAuthTimeout(conn, ctx)
+		return nil, nil, ConnInfo{}, fmt.Errorf("transport: no control stream: %w", err)
+	}
+	_ = ctrl.SetReadDeadline(deadline)
+	fr := wire.NewFrameReader(ctrl, s.cfg.PreAuthMaxFrameBytes)
+	hdr, payload, err := fr.Next()
+	if err != nil {
+		if isTimeout(err) {
+			s.closeAuthTimeout(conn, ctx)
+		} else {
+			s.refuse(conn, ctrl, wire.NewError(wire.CodeInvalidRequest, "handshake: %v", err))
+		}
+		return nil, nil, ConnInfo{}, err
+	}
+	_ = ctrl.SetReadDeadline(time.Time{})
+	var auth *wire.Auth
+	if hdr.Flags == 0 {
+		msg, derr := wire.DecodeMessage(payload)
+		auth, _ = msg.(*wire.Auth)
+		if derr != nil {
+			err = derr
+		}
+	}
+	if auth == nil {
+		if err == nil {
+			err = errors.New("the first frame must be auth")
+		}
+		s.refuse(conn, ctrl, wire.NewError(wire.CodeUnauthenticated, "handshake: %v", err))
+		return nil, nil, ConnInfo{}, err
+	}
+	if err := wire.ValidateName("tenant", auth.Tenant); err != nil {
+		s.refuse(conn, ctrl, wire.AsError(err))
+		return nil, nil, ConnInfo{}, err
+	}
+	info := ConnInfo{
+		ID:       id,
+		Remote:   conn.RemoteAddr(),
+		Tenant:   auth.Tenant,
+		Flags:    auth.ClientFlags & wire.SupportedFlags,
+		Features: auth.ClientFeatures & wire.SupportedFeatures,
+	}
+	return ctrl, fr, info, nil
+}
+
+func (s *Server) closeAuthTimeout(conn *quic.Conn, ctx context.Context) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		s.event("auth_timeout")
+		_ = conn.CloseWithError(CloseAuthTimeout, "no handshake within the auth timeout")
+	}
+}
+
+// refuse answers a bad handshake with a typed error, then closes the connection.
+func (s *Server) refuse(conn *quic.Conn, ctrl *quic.Stream, e *wire.Error) {
+	s.event("refused")
+	writeError(ctrl, 0, e)
+	_ = ctrl.Close()
+	_ = conn.CloseWithError(CloseProtocol, e.Message)
+}
+
+func isTimeout(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func writeMessage(w io.Writer, m wire.Message) error {
+	b, err := wire.AppendMessage(nil, m)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+func writeError(w io.Writer, requestID uint64, e *wire.Error) {
+	_ = writeMessage(w, &wire.ErrorMsg{RequestID: requestID, Code: e.Code, Retry: e.Retry, Message: e.Message})
+}
+
+// connHandler serves the streams of one authenticated connection.
+type connHandler struct {
+	srv     *Server
+	conn    *quic.Conn
+	session Session
+	log     zerolog.Logger
+}
+
+// serveStream reads requests from one bidirectional stream until it ends.
+// Answers go out in request order through the stream's responder; a frame
+// that cannot be parsed ends the stream (its boundary is lost), anything
+// else gets a typed error and the stream keeps going.
+func (h *connHandler) serveStream(st *quic.Stream, fr *wire.FrameReader) {
+	r := newResponder(st, h.srv.cfg.PublishWindow)
+	defer func() {
+		r.close()
+		_ = st.Close()
+	}()
+	for {
+		hdr, payload, err := fr.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) || !isWireError(err) {
+				return // clean end, or the connection went away
+			}
+			r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%v", err))
+			st.CancelRead(streamErrProtocol)
+			return
+		}
+		switch {
+		case hdr.Flags == 0:
+			h.handleControl(r, payload)
+		case hdr.Flags&wire.FlagPublishBatch != 0:
+			if !h.handlePublish(r, hdr.Flags, payload) {
+				st.CancelRead(streamErrProtocol)
+				return
+			}
+		default:
+			r.fail(0, wire.NewError(wire.CodeInvalidRequest, "frame flags %#04x are not a request", hdr.Flags))
+		}
+	}
+}
+
+func isWireError(err error) bool {
+	for _, e := range []error{wire.ErrMalformed, wire.ErrBadMagic, wire.ErrBadVersion, wire.ErrUnknownFlags, wire.ErrFrameTooLarge} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *connHandler) handleControl(r *responder, payload []byte) {
+	msg, err := wire.DecodeMessage(payload)
+	if err != nil {
+		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%v", err))
+		return
+	}
+	switch m := msg.(type) {
+	case *wire.Subscribe:
+		res, err := h.session.Subscribe(m, h.openEventStream)
+		if err != nil {
+			r.fail(m.RequestID, wire.AsError(err))
+			return
+		}
+		r.reply(res)
+	case *wire.Unsubscribe:
+		if err := h.session.Unsubscribe(m.SubscriptionID); err != nil {
+			r.fail(m.RequestID, wire.AsError(err))
+			return
+		}
+		r.reply(&wire.OK{RequestID: m.RequestID})
+	case *wire.Auth:
+		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "already authenticated"))
+	default:
+		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
+	}
+}
+
+// handlePublish admits one publish frame. It returns false when the frame is
+// malformed: an acked publish's request id cannot be trusted then, so the
+// stream ends rather than answer out of order.
+func (h *connHandler) handlePublish(r *responder, flags uint16, payload []byte) bool {
+	p, err := wire.DecodePublish(flags, payload)
+	if err != nil {
+		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%v", err))
+		return false
+	}
+	if p.Ack == wire.AckNone {
+		if err := p.Scope.Validate(); err != nil {
+			r.fail(0, wire.AsError(err))
+			return true
+		}
+		if err := h.session.Publish(&p, nil); err != nil {
+			r.fail(0, wire.AsError(err))
+		}
+		return true
+	}
+	pd := r.ack(p.RequestID, uint32(len(p.Payloads)), p.Ack)
+	if err := p.Scope.Validate(); err != nil {
+		pd.complete(err)
+		return true
+	}
+	if err := h.session.Publish(&p, pd.complete); err != nil {
+		pd.complete(err)
+	}
+	return true
+}
+
+// openEventStream opens a subscription's event stream and writes its
+// EventStreamHello, the only frame that names the subscription.
+func (h *connHandler) openEventStream(id uint64) (EventSink, error) {
+	ctx, cancel := context.WithTimeout(h.conn.Context(), openStreamTimeout)
+	defer cancel()
+	us, err := h.conn.OpenUniStreamSync(ctx)
+	if err != nil {
+		return nil, wire.NewError(wire.CodeLimitExceeded, "open event stream: %v", err)
+	}
+	if err := writeMessage(us, &wire.EventStreamHello{SubscriptionID: id}); err != nil {
+		us.CancelWrite(streamErrProtocol)
+		return nil, wire.NewError(wire.CodeInternal, "write event stream hello: %v", err)
+	}
+	return us, nil
+}

@@ -1,0 +1,141 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/rs/zerolog"
+)
+
+// Connection close codes sent to clients.
+const (
+	CloseShutdown    quic.ApplicationErrorCode = 0
+	CloseAuthTimeout quic.ApplicationErrorCode = 1
+	CloseProtocol    quic.ApplicationErrorCode = 2
+)
+
+// Stream error codes.
+const (
+	streamErrProtocol quic.StreamErrorCode = 1
+)
+
+// Config is what the transport takes from the broker's configuration.
+type Config struct {
+	MaxFrameBytes        int
+	PreAuthMaxFrameBytes int
+	AuthTimeout          time.Duration
+	PublishWindow        int
+	Log                  zerolog.Logger
+	// OnConnection counts accepted and refused connections; may be nil.
+	OnConnection func(event string)
+}
+
+// QUICConfig returns the quic-go settings shared by broker and client.
+// Windows are raised from quic-go's defaults because one stream carries a
+// subscription's whole fanout; the keep-alive lets an idle client survive.
+func QUICConfig() *quic.Config {
+	return &quic.Config{
+		MaxIdleTimeout:             30 * time.Second,
+		KeepAlivePeriod:            5 * time.Second,
+		MaxIncomingStreams:         1024,
+		MaxIncomingUniStreams:      16384,
+		InitialStreamReceiveWindow: 1 << 20,
+		MaxStreamReceiveWindow:     16 << 20,
+		MaxConnectionReceiveWindow: 64 << 20,
+	}
+}
+
+// Server accepts QUIC connections and serves them.
+type Server struct {
+	cfg     Config
+	backend Backend
+	ln      *quic.Listener
+
+	nextConn atomic.Uint64
+	wg       sync.WaitGroup // one per connection goroutine and the accept loop
+	mu       struct {
+		sync.Mutex
+		conns  map[*quic.Conn]struct{}
+		closed bool
+	}
+}
+
+// Listen binds addr and starts accepting. The returned server is serving.
+func Listen(addr string, tlsConf *tls.Config, cfg Config, backend Backend) (*Server, error) {
+	ln, err := quic.ListenAddr(addr, tlsConf, QUICConfig())
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen %s: %w", addr, err)
+	}
+	s := &Server{cfg: cfg, backend: backend, ln: ln}
+	s.mu.conns = make(map[*quic.Conn]struct{})
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// acceptLoop runs until the listener closes.
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.ln.Accept(context.Background())
+		if err != nil {
+			return // listener closed
+		}
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			_ = conn.CloseWithError(CloseShutdown, "broker stopping")
+			continue
+		}
+		s.mu.conns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.event("accepted")
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(conn)
+			s.mu.Lock()
+			delete(s.mu.conns, conn)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+func (s *Server) event(e string) {
+	if s.cfg.OnConnection != nil {
+		s.cfg.OnConnection(e)
+	}
+}
+
+// Close stops accepting, closes every connection, and waits for their
+// goroutines to finish (or ctx to end).
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.mu.closed = true
+	for c := range s.mu.conns {
+		_ = c.CloseWithError(CloseShutdown, "broker stopping")
+	}
+	s.mu.Unlock()
+	err := s.ln.Close()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("transport: close: %w", ctx.Err())
+	}
+	if errors.Is(err, quic.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

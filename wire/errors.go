@@ -1,0 +1,110 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a wire error code. The numbers are the reference's and travel as
+// u16 in binary acks; never renumber one.
+type Code uint16
+
+// NOTE: when adding a code, add it to codeNames and defaultRetry too.
+const (
+	CodeUnauthenticated  Code = 1
+	CodeForbidden        Code = 2
+	CodeNotFound         Code = 3
+	CodeInvalidRequest   Code = 4
+	CodeShardUnavailable Code = 5
+	CodeNotLeader        Code = 6
+	CodeQuorumTimeout    Code = 7
+	CodeLeadershipLost   Code = 8
+	CodeUnacknowledged   Code = 9
+	CodeOverloaded       Code = 10
+	CodeLimitExceeded    Code = 11
+	CodeDraining         Code = 12
+	CodeInternal         Code = 13
+	CodeStorage          Code = 14
+	CodeStaleClaim       Code = 15
+)
+
+var codeNames = map[Code]string{
+	CodeUnauthenticated: "unauthenticated", CodeForbidden: "forbidden", CodeNotFound: "not_found",
+	CodeInvalidRequest: "invalid_request", CodeShardUnavailable: "shard_unavailable", CodeNotLeader: "not_leader",
+	CodeQuorumTimeout: "quorum_timeout", CodeLeadershipLost: "leadership_lost", CodeUnacknowledged: "unacknowledged",
+	CodeOverloaded: "overloaded", CodeLimitExceeded: "limit_exceeded", CodeDraining: "draining",
+	CodeInternal: "internal", CodeStorage: "storage", CodeStaleClaim: "stale_claim",
+}
+
+// String returns the code's wire name.
+func (c Code) String() string {
+	if n, ok := codeNames[c]; ok {
+		return n
+	}
+	return fmt.Sprintf("code(%d)", uint16(c))
+}
+
+// RetryClass tells a client what to do about an error.
+type RetryClass uint8
+
+const (
+	RetryUnknown        RetryClass = 0
+	Retry               RetryClass = 1
+	RetryAfter          RetryClass = 2
+	RetryRedirect       RetryClass = 3
+	RetryOutcomeUnknown RetryClass = 4
+	RetryFatal          RetryClass = 5
+)
+
+var defaultRetry = map[Code]RetryClass{
+	CodeUnauthenticated: RetryFatal, CodeForbidden: RetryFatal, CodeNotFound: RetryAfter,
+	CodeInvalidRequest: RetryFatal, CodeShardUnavailable: Retry, CodeNotLeader: RetryRedirect,
+	CodeQuorumTimeout: RetryOutcomeUnknown, CodeLeadershipLost: RetryOutcomeUnknown,
+	CodeUnacknowledged: RetryOutcomeUnknown, CodeOverloaded: RetryAfter, CodeLimitExceeded: RetryFatal,
+	CodeDraining: Retry, CodeInternal: RetryOutcomeUnknown, CodeStorage: RetryOutcomeUnknown,
+	CodeStaleClaim: Retry,
+}
+
+// Error is an error the broker sends to a client, in a control message or a
+// binary ack. Clients match it with errors.Is against the Err* sentinels
+// below, which compare codes.
+type Error struct {
+	Code    Code
+	Retry   RetryClass
+	Message string
+}
+
+// NewError builds an Error with the code's default retry class.
+func NewError(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Retry: defaultRetry[code], Message: fmt.Sprintf(format, args...)}
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("felix: %s: %s", e.Code, e.Message)
+}
+
+// Is matches another *Error with the same code, so errors.Is(err, ErrOverloaded) works.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == e.Code && t.Message == ""
+}
+
+// Sentinels for errors.Is; they carry only a code.
+var (
+	ErrUnauthenticated = &Error{Code: CodeUnauthenticated}
+	ErrNotFound        = &Error{Code: CodeNotFound}
+	ErrInvalidRequest  = &Error{Code: CodeInvalidRequest}
+	ErrOverloaded      = &Error{Code: CodeOverloaded}
+	ErrLimitExceeded   = &Error{Code: CodeLimitExceeded}
+	ErrDraining        = &Error{Code: CodeDraining}
+	ErrInternal        = &Error{Code: CodeInternal}
+)
+
+// AsError returns err as a wire error, wrapping anything else as internal.
+func AsError(err error) *Error {
+	var we *Error
+	if errors.As(err, &we) {
+		return we
+	}
+	return NewError(CodeInternal, "%v", err)
+}
