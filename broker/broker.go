@@ -69,10 +69,10 @@ type Broker struct {
 	connections *actor.PID
 	lanes       []lanes.LaneRef
 
-	server        *transport.Server
-	stopWatching  func()
-	nextSubID     atomic.Uint64
-	stopped       atomic.Bool
+	server       *transport.Server
+	stopWatching func()
+	nextSubID    atomic.Uint64
+	stopped      atomic.Bool
 }
 
 // New checks cfg and builds a broker; Start makes it serve.

@@ -87,8 +87,8 @@ type shard struct {
 
 	subs    []subscriber
 	ring    ring
-	next    uint64   // records appended so far: the next record's offset
-	current *Publish // the publish in hand, failed explicitly if we crash
+	next    uint64            // records appended so far: the next record's offset
+	current *Publish          // the publish in hand, failed explicitly if we crash
 	full    []*actors.Mailbox // scratch: feeders that were full (block)
 }
 
@@ -226,4 +226,3 @@ func (r *ring) push(e *Envelope) {
 		r.envs = r.envs[drop:]
 	}
 }
-
