@@ -1,6 +1,9 @@
 package actors
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // ByteBudget is a byte bound shared by many queues, such as the broker-wide
 // subscriber_queue_max_bytes_total. A nil *ByteBudget is unlimited, so callers
@@ -8,6 +11,12 @@ import "sync/atomic"
 type ByteBudget struct {
 	limit int64
 	used  atomic.Int64
+
+	// Parked Block senders wait on freed; Release closes it only when
+	// someone waits, so the common path is one atomic load.
+	waiters atomic.Int64
+	mu      sync.Mutex
+	freed   chan struct{}
 }
 
 // NewByteBudget returns a budget of limit bytes; limit <= 0 returns nil (no bound).
@@ -42,12 +51,35 @@ func (b *ByteBudget) forceAcquire(n int64) {
 	}
 }
 
-// Release returns n bytes.
+// Release returns n bytes and wakes parked senders.
 func (b *ByteBudget) Release(n int64) {
-	if b != nil && n != 0 {
-		b.used.Add(-n)
+	if b == nil || n == 0 {
+		return
+	}
+	b.used.Add(-n)
+	if b.waiters.Load() > 0 {
+		b.mu.Lock()
+		if b.freed != nil {
+			close(b.freed)
+			b.freed = nil
+		}
+		b.mu.Unlock()
 	}
 }
+
+// waitFreed registers a waiter and returns a channel closed by the next
+// Release. Each call must be paired with stopWaiting.
+func (b *ByteBudget) waitFreed() <-chan struct{} {
+	b.waiters.Add(1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed
+}
+
+func (b *ByteBudget) stopWaiting() { b.waiters.Add(-1) }
 
 // Used is the number of bytes held.
 func (b *ByteBudget) Used() int64 {

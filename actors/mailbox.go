@@ -304,10 +304,10 @@ func (m *Mailbox) Close() {
 	}
 	m.mu.bytes = 0
 	m.mu.control = nil
-	m.wakeSendersLocked()
-	m.mu.Unlock()
 	m.queued.Store(0)
 	m.queuedB.Store(0)
+	m.wakeSendersLocked()
+	m.mu.Unlock()
 	m.cfg.Budget.Release(freed)
 	// Tell the hook, so a message that promised an answer (a publish waiting
 	// for its ack) can be failed instead of forgotten.
@@ -354,8 +354,8 @@ func (m *Mailbox) post(msg any, wait time.Duration) PostResult {
 			return Closed
 		}
 		m.mu.control = append(m.mu.control, msg)
-		m.mu.Unlock()
 		m.queued.Add(1)
+		m.mu.Unlock()
 		m.schedule()
 		return Posted
 	}
@@ -368,11 +368,27 @@ func (m *Mailbox) post(msg any, wait time.Duration) PostResult {
 		}
 	}()
 
+	// A Block sender refused by the shared budget waits for any mailbox to
+	// release budget bytes, not only for this one to deliver. The budget's
+	// wake channel is taken before the check so a release in between is seen.
+	var budgetFreed <-chan struct{}
+	waitBudget := m.cfg.Policy == Block && m.cfg.Budget != nil
+	defer func() {
+		if budgetFreed != nil {
+			m.cfg.Budget.stopWaiting()
+		}
+	}()
 	m.mu.Lock()
 	for {
 		if m.mu.closed {
 			m.mu.Unlock()
 			return Closed
+		}
+		if waitBudget {
+			if budgetFreed != nil {
+				m.cfg.Budget.stopWaiting()
+			}
+			budgetFreed = m.cfg.Budget.waitFreed()
 		}
 		reason, fits := m.fitsLocked(size)
 		if fits {
@@ -394,17 +410,18 @@ func (m *Mailbox) post(msg any, wait time.Duration) PostResult {
 			}
 			freed := m.mu.spaceFreed
 			m.mu.Unlock()
-			if wait < 0 {
-				<-freed
-			} else {
+			var expired <-chan time.Time
+			if wait > 0 {
 				if timer == nil {
 					timer = time.NewTimer(wait)
 				}
-				select {
-				case <-freed:
-				case <-timer.C:
-					return TimedOut
-				}
+				expired = timer.C
+			}
+			select {
+			case <-freed:
+			case <-budgetFreed: // nil (never ready) without a shared budget
+			case <-expired: // nil (never ready) when waiting without a limit
+				return TimedOut
 			}
 			m.mu.Lock()
 		default: // DropNew
@@ -461,13 +478,15 @@ func (m *Mailbox) evictForLocked(size int64) []entry {
 func (m *Mailbox) pushLocked(msg any, size int64, victims []entry) PostResult {
 	m.mu.data.push(entry{msg: msg, bytes: size})
 	m.mu.bytes += size
-	b := m.mu.bytes
-	m.mu.Unlock()
+	// The gauges are atomics so readers need no lock, but they are written
+	// under it: written after unlocking, a stale total could overwrite a
+	// newer one and stick.
 	m.queued.Add(int64(1 - len(victims)))
-	m.queuedB.Store(b)
-	if b > m.peakBytes.Load() {
-		m.peakBytes.Store(b) // racy max is fine: it is a gauge for people
+	m.queuedB.Store(m.mu.bytes)
+	if m.mu.bytes > m.peakBytes.Load() {
+		m.peakBytes.Store(m.mu.bytes)
 	}
+	m.mu.Unlock()
 	for _, v := range victims {
 		m.evicted.Add(1)
 		if m.cfg.OnDrop != nil {
@@ -572,8 +591,8 @@ func (m *Mailbox) run() {
 			msg = m.mu.control[0]
 			m.mu.control[0] = nil
 			m.mu.control = m.mu.control[1:]
-			m.mu.Unlock()
 			m.queued.Add(-1)
+			m.mu.Unlock()
 			m.invoker.InvokeUserMessage(msg)
 			continue
 		}
@@ -583,11 +602,10 @@ func (m *Mailbox) run() {
 		}
 		e := m.mu.data.pop()
 		m.mu.bytes -= e.bytes
-		b := m.mu.bytes
+		m.queued.Add(-1)
+		m.queuedB.Store(m.mu.bytes)
 		m.wakeSendersLocked()
 		m.mu.Unlock()
-		m.queued.Add(-1)
-		m.queuedB.Store(b)
 		m.cfg.Budget.Release(e.bytes)
 		msg = e.msg
 		m.invoker.InvokeUserMessage(msg)

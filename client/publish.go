@@ -111,6 +111,9 @@ func newPublisher(ctx context.Context, c *Client) (*publisher, error) {
 }
 
 func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]byte, o PublishOptions) error {
+	if len(o.Key) > wire.MaxKeyLen {
+		return fmt.Errorf("client: routing key of %d bytes, at most %d", len(o.Key), wire.MaxKeyLen)
+	}
 	mode := o.Ack
 	if o.FireAndForget {
 		mode = wire.AckNone

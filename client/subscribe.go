@@ -217,6 +217,12 @@ func (s *Subscription) Close(ctx context.Context) error {
 		if !s.c.closed.Load() {
 			id := s.c.nextReq.Add(1)
 			_, err = s.c.request(ctx, id, &wire.Unsubscribe{RequestID: id, SubscriptionID: s.id})
+			// CancelRead above resets the event stream; a write the broker
+			// had in flight then fails and ends the subscription before the
+			// Unsubscribe arrives. Gone is what Close asked for.
+			if errors.Is(err, wire.ErrNotFound) {
+				err = nil
+			}
 		}
 	})
 	return err

@@ -3,7 +3,11 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
+
+// MaxKeyLen is the longest routing key a publish can carry (a u16 length).
+const MaxKeyLen = 0xffff
 
 // AckMode says which answers a publish wants.
 type AckMode uint8
@@ -77,6 +81,7 @@ func AppendPublish(b []byte, p *Publish) []byte {
 		flags |= FlagPublishKeyed
 		n += 2 + len(p.Key)
 	}
+	b = slices.Grow(b, HeaderLen+n)
 	b = AppendHeader(b, flags, n)
 	if p.Ack != AckNone {
 		b = binary.BigEndian.AppendUint64(b, p.RequestID)
@@ -205,6 +210,7 @@ func EventBatchLen(payloads [][]byte) int {
 // u32 count, then u32 length and bytes per event. It names no subscription,
 // so one encoding serves every subscriber of the batch.
 func AppendEventBatch(b []byte, payloads [][]byte) []byte {
+	b = slices.Grow(b, EventBatchLen(payloads))
 	b = AppendHeader(b, FlagEventBatch, EventBatchLen(payloads)-HeaderLen)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payloads)))
 	for _, p := range payloads {

@@ -88,7 +88,7 @@ func ParseHeader(b []byte, maxLen int) (Header, error) {
 	if unknown := h.Flags &^ knownFlags; unknown != 0 {
 		return Header{}, fmt.Errorf("%w: %#04x", ErrUnknownFlags, unknown)
 	}
-	if uint64(h.Length) > uint64(maxLen) {
+	if maxLen < 0 || uint64(h.Length) > uint64(maxLen) {
 		return Header{}, fmt.Errorf("%w: %d bytes, cap %d", ErrFrameTooLarge, h.Length, maxLen)
 	}
 	return h, nil

@@ -143,9 +143,10 @@ var ErrUnknownMessage = errors.New("wire: unknown message type")
 
 // envelope is the msgpack shape of a control message: [type, body].
 type envelope struct {
-	_    struct{} `msgpack:",as_array"`
-	Type MsgType
-	Body msgpack.RawMessage
+	// msgpack/v5 reads as_array only from a field named _msgpack.
+	_msgpack struct{} `msgpack:",as_array"`
+	Type     MsgType
+	Body     msgpack.RawMessage
 }
 
 // AppendMessage appends a whole control frame (header included).
@@ -164,6 +165,12 @@ func AppendMessage(b []byte, m Message) ([]byte, error) {
 
 // DecodeMessage decodes a control payload (a frame with no flags).
 func DecodeMessage(payload []byte) (Message, error) {
+	if len(payload) > MaxControlBytes {
+		return nil, fmt.Errorf("%w: control message of %d bytes, cap %d", ErrFrameTooLarge, len(payload), MaxControlBytes)
+	}
+	if err := checkMsgpack(payload); err != nil {
+		return nil, err
+	}
 	var env envelope
 	if err := msgpack.Unmarshal(payload, &env); err != nil {
 		return nil, fmt.Errorf("%w: control message: %v", ErrMalformed, err)
@@ -171,6 +178,9 @@ func DecodeMessage(payload []byte) (Message, error) {
 	m := newMessage(env.Type)
 	if m == nil {
 		return nil, fmt.Errorf("%w: %.64q", ErrUnknownMessage, env.Type)
+	}
+	if err := checkIntRanges(env.Body, m); err != nil {
+		return nil, err
 	}
 	if err := msgpack.Unmarshal(env.Body, m); err != nil {
 		return nil, fmt.Errorf("%w: %s body: %v", ErrMalformed, env.Type, err)
