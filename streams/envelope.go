@@ -60,6 +60,7 @@ func (e *Envelope) Frame(shape FrameShape) []byte {
 	c := &e.frames[shape]
 	c.once.Do(func() {
 		e.encodes.Add(1)
+		totalEncodes.Add(1)
 		c.bytes = wire.AppendEventBatch(make([]byte, 0, wire.EventBatchLen(e.Payloads)), e.Payloads)
 	})
 	return c.bytes
@@ -67,3 +68,11 @@ func (e *Envelope) Frame(shape FrameShape) []byte {
 
 // Encodes counts how many frames this envelope has encoded (at most one per shape).
 func (e *Envelope) Encodes() int { return int(e.encodes.Load()) }
+
+// totalEncodes counts every frame encoded by any envelope in the process.
+// It is one atomic add per publish batch and shape, never per delivery, so
+// it can stay on in production; tests use it to prove encode-once.
+var totalEncodes atomic.Uint64
+
+// TotalEncodes returns how many event frames this process has encoded.
+func TotalEncodes() uint64 { return totalEncodes.Load() }
