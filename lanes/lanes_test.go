@@ -5,16 +5,16 @@ import "testing"
 func TestSelectorPolicies(t *testing.T) {
 	tests := []struct {
 		name       string
-		give       Selector
+		give       *Selector
 		subs       []uint64 // subscription ids, all on connection 7
 		wantSame   bool     // every subscription on one lane
 		wantSpread bool     // more than one lane used
 	}{
-		{name: "connection hash keeps a connection together", give: Selector{Lanes: 4, Policy: SelectConnectionHash}, subs: []uint64{1, 2, 3, 4, 5, 6, 7, 8}, wantSame: true},
-		{name: "single writer per conn overrides the policy", give: Selector{Lanes: 4, Policy: SelectSubscriberHash, SinglePer: true}, subs: []uint64{1, 2, 3, 4, 5, 6, 7, 8}, wantSame: true},
-		{name: "subscriber hash spreads", give: Selector{Lanes: 4, Policy: SelectSubscriberHash}, subs: []uint64{1, 2, 3, 4, 5, 6, 7, 8}, wantSpread: true},
-		{name: "auto spreads like subscriber hash", give: Selector{Lanes: 4, Policy: SelectAuto}, subs: []uint64{1, 2, 3, 4, 5, 6, 7, 8}, wantSpread: true},
-		{name: "round robin spreads", give: Selector{Lanes: 4, Policy: SelectRoundRobin}, subs: []uint64{1, 1, 1, 1}, wantSpread: true},
+		{name: "connection hash keeps a connection together", give: &Selector{Lanes: 4, Policy: SelectConnectionHash}, subs: []uint64{1, 2, 3, 4, 5, 6, 7, 8}, wantSame: true},
+		{name: "single writer per conn overrides the policy", give: &Selector{Lanes: 4, Policy: SelectSubscriberHash, SinglePer: true}, subs: []uint64{1, 2, 3, 4, 5, 6, 7, 8}, wantSame: true},
+		{name: "subscriber hash spreads", give: &Selector{Lanes: 4, Policy: SelectSubscriberHash}, subs: []uint64{1, 2, 3, 4, 5, 6, 7, 8}, wantSpread: true},
+		{name: "auto spreads like subscriber hash", give: &Selector{Lanes: 4, Policy: SelectAuto}, subs: []uint64{1, 2, 3, 4, 5, 6, 7, 8}, wantSpread: true},
+		{name: "round robin spreads", give: &Selector{Lanes: 4, Policy: SelectRoundRobin}, subs: []uint64{1, 1, 1, 1}, wantSpread: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
