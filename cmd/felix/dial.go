@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/spf13/pflag"
+
+	"github.com/getfelix/felix-go/client"
+)
+
+// closeTimeout bounds a client's goodbye: outstanding acks, unsubscribe.
+const closeTimeout = 10 * time.Second
+
+// connOpts are the flags every client command shares.
+type connOpts struct {
+	broker         string
+	tenant         string
+	namespace      string
+	stream         string
+	caFile         string
+	insecure       bool
+	connectTimeout time.Duration
+}
+
+func (o *connOpts) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.broker, "broker", "127.0.0.1:5000", "broker address, host:port")
+	fs.StringVar(&o.tenant, "tenant", "default", "tenant")
+	fs.StringVar(&o.namespace, "namespace", "default", "namespace")
+	fs.StringVar(&o.stream, "stream", "", "stream name (required)")
+	fs.StringVar(&o.caFile, "ca", "", "trust the broker certificate(s) in this PEM file (a broker's DATA_DIR/cert.pem); "+
+		"with neither --ca nor --insecure, ./"+client.DefaultCAFile+" is trusted when it exists")
+	fs.BoolVar(&o.insecure, "insecure", false, "do not verify the broker's certificate")
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "give up connecting after this long")
+}
+
+// check reports flag mistakes before anything connects.
+func (o *connOpts) check() error {
+	switch {
+	case o.stream == "":
+		return usagef("--stream is required")
+	case o.tenant == "" || o.namespace == "":
+		return usagef("--tenant and --namespace must not be empty")
+	case o.caFile != "" && o.insecure:
+		return usagef("--ca and --insecure contradict each other: give one")
+	case o.connectTimeout <= 0:
+		return usagef("--connect-timeout must be positive, got %s", o.connectTimeout)
+	}
+	return nil
+}
+
+func (o *connOpts) streamRef() client.Stream {
+	return client.Stream{Tenant: o.tenant, Namespace: o.namespace, Name: o.stream}
+}
+
+// scope is the stream's full name as messages print it: tenant/namespace/stream.
+func (o *connOpts) scope() string {
+	return o.tenant + "/" + o.namespace + "/" + o.stream
+}
+
+func (o *connOpts) dial(ctx context.Context) (*client.Client, error) {
+	dctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
+	defer cancel()
+	c, err := client.Dial(dctx, o.broker, client.Options{Tenant: o.tenant, CAFile: o.caFile, Insecure: o.insecure})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted while connecting to %s", o.broker)
+		}
+		return nil, o.explainDialError(err)
+	}
+	return c, nil
+}
+
+// explainDialError turns the usual ways a first connection fails into what
+// to do about them, keeping the cause in parentheses.
+func (o *connOpts) explainDialError(err error) error {
+	switch {
+	case isCertError(err):
+		trusted := "the system's roots"
+		switch {
+		case o.caFile != "":
+			trusted = o.caFile
+		case fileExists(client.DefaultCAFile):
+			trusted = "./" + client.DefaultCAFile + " (found in this folder: is it another broker's?)"
+		}
+		return fmt.Errorf("the broker at %s presented a certificate this client does not trust; it trusted %s. "+
+			"Pass --ca FILE with the broker's certificate (DATA_DIR/cert.pem of its --data-dir, ./felix-data/cert.pem by default), "+
+			"or --insecure to skip verification (%w)", o.broker, trusted, err)
+	case isUnreachable(err):
+		return fmt.Errorf("cannot reach broker at %s: is `felix broker` running? (%w)", o.broker, err)
+	case strings.Contains(err.Error(), "read CA file"):
+		return fmt.Errorf("cannot read the --ca file: %w", err)
+	}
+	return err
+}
+
+func isCertError(err error) bool {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostname         x509.HostnameError
+		invalid          x509.CertificateInvalidError
+		verification     *tls.CertificateVerificationError
+	)
+	if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &verification) {
+		return true
+	}
+	// quic-go reports a TLS alert as a TransportError whose message is the
+	// crypto/tls error's text, without that error in its chain.
+	msg := err.Error()
+	return strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate")
+}
+
+func isUnreachable(err error) bool {
+	var (
+		idle      *quic.IdleTimeoutError
+		handshake *quic.HandshakeTimeoutError
+	)
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &idle) || errors.As(err, &handshake)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// closeClient says goodbye within closeTimeout, even after ctx ended.
+func closeClient(c *client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = c.Close(ctx)
+}

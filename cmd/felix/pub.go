@@ -1,0 +1,447 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/config"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// maxLineBytes is the longest stdin line pub reads: the broker's default
+// frame cap (max_frame_bytes), which no single message can exceed anyway.
+const maxLineBytes = 16 << 20
+
+// progressEvery is how often a --count run reports progress on stderr.
+const progressEvery = time.Second
+
+type pubOpts struct {
+	conn      connOpts
+	key       string
+	ack       string
+	count     int
+	size      bytesValue
+	batchSize int
+	json      bool
+	quiet     bool
+
+	flags *pflag.FlagSet
+}
+
+func newPubCmd() *command {
+	o := &pubOpts{size: 128}
+	fs := newFlagSet("pub")
+	o.flags = fs
+	o.conn.register(fs)
+	fs.StringVar(&o.key, "key", "", "routing key: publishes with the same key go to the same shard, in order")
+	fs.StringVar(&o.ack, "ack", "message", "none (fire-and-forget), message (an ack per message) or batch (an ack per batch)")
+	fs.IntVar(&o.count, "count", 0, "publish this many generated messages instead of MESSAGE arguments or standard input")
+	fs.Var(&o.size, "size", "with --count: each generated message's size, bytes or a size like 1KiB")
+	fs.IntVar(&o.batchSize, "batch-size", 64, "with --ack batch: messages per batch (PublishBatch)")
+	fs.BoolVar(&o.json, "json", false, `print a summary object to stdout: {"published":N,"bytes":B,"seconds":S,"stream":"t/ns/s","ack":"message"}`)
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress or summary on stderr (errors still print)")
+	c := &command{
+		name:  "pub",
+		args:  "[MESSAGE ...]",
+		short: "publish messages to a stream",
+		long: `Publishes each MESSAGE argument; with none (and no --count), one message per
+line of standard input, until end of input or SIGINT. With --count N,
+publishes N generated messages of --size bytes, reporting progress on stderr
+every second. Under --ack message and --ack batch, pub exits once the broker
+acknowledged every message; under --ack none, once they were handed to QUIC.
+
+Examples:
+  felix pub --stream orders hello world
+  tail -f app.log | felix pub --stream logs --ack batch
+  felix pub --stream bench --count 1000000 --size 128 --ack batch --json`,
+		flags: fs,
+	}
+	c.run = o.run
+	return c
+}
+
+func (o *pubOpts) run(ctx context.Context, args []string) error {
+	mode, err := o.check(args)
+	if err != nil {
+		return err
+	}
+	c, err := o.conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	p := &publisher{c: c, stream: o.conn.streamRef(), mode: mode, batchSize: 1}
+	if mode == wire.AckPerBatch {
+		p.batchSize = o.batchSize
+	}
+	p.opts = client.PublishOptions{Ack: mode, FireAndForget: mode == wire.AckNone}
+	if o.key != "" {
+		p.opts.Key = []byte(o.key)
+	}
+
+	start := time.Now()
+	var want int64
+	switch {
+	case len(args) > 0:
+		want = int64(len(args))
+		err = p.publishArgs(ctx, args)
+	case o.count > 0:
+		want = int64(o.count)
+		stopProgress := o.progress(p)
+		err = p.publishGenerated(ctx, o.count, int(o.size))
+		stopProgress()
+	default:
+		err = p.publishLines(ctx, os.Stdin)
+	}
+	confirmed := p.sent.Load() // what the broker is known to have taken, for errors
+	if mode == wire.AckNone {
+		confirmed = 0 // under fire-and-forget, nothing is known until the fence
+		if err == nil {
+			// Not ctx: a stdin run stopped by SIGINT still delivers what it read.
+			if err = p.fence(); err == nil {
+				// A broker refuses a fire-and-forget publish (overloaded, bad
+				// name) only asynchronously; after the fence any refusal has
+				// arrived. Read before Close, after which Err holds the
+				// connection's own closing error.
+				err = c.Err()
+			}
+		}
+	}
+	closeClient(c) // waits for outstanding acks
+	elapsed := time.Since(start)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: published %d of %d messages to %s", p.sent.Load(), want, o.conn.scope())
+		}
+		return o.explainPublishError(err, confirmed)
+	}
+
+	n, size := p.sent.Load(), p.bytes.Load()
+	if !o.quiet {
+		msg := fmt.Sprintf("published %d %s to %s (ack: %s) in %s", n, plural(n, "message"), o.conn.scope(), mode, formatDuration(elapsed))
+		if o.count > 0 && elapsed > 0 {
+			secs := elapsed.Seconds()
+			msg += fmt.Sprintf(" (%.0f msg/s, %.1f MB/s)", float64(n)/secs, float64(size)/secs/1e6)
+		}
+		fmt.Fprintln(os.Stderr, msg)
+	}
+	if o.json {
+		out, _ := json.Marshal(pubSummary{Published: n, Bytes: size, Seconds: elapsed.Seconds(), Stream: o.conn.scope(), Ack: mode.String()})
+		if _, err := fmt.Printf("%s\n", out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type pubSummary struct {
+	Published int64   `json:"published"`
+	Bytes     int64   `json:"bytes"`
+	Seconds   float64 `json:"seconds"`
+	Stream    string  `json:"stream"`
+	Ack       string  `json:"ack"`
+}
+
+func (o *pubOpts) check(args []string) (wire.AckMode, error) {
+	if err := o.conn.check(); err != nil {
+		return 0, err
+	}
+	mode, err := wire.ParseAckMode(o.ack)
+	if err != nil {
+		return 0, usagef("--ack: want none, message or batch, got %q", o.ack)
+	}
+	switch {
+	case o.count < 0:
+		return 0, usagef("--count must not be negative, got %d", o.count)
+	case o.count > 0 && len(args) > 0:
+		return 0, usagef("give MESSAGE arguments or --count, not both")
+	case o.count == 0 && o.flags.Changed("size"):
+		return 0, usagef("--size sets the size of --count's generated messages: give --count too")
+	case o.size > maxLineBytes:
+		return 0, usagef("--size %d is larger than the 16 MiB frame cap", o.size)
+	case o.batchSize < 1:
+		return 0, usagef("--batch-size must be at least 1, got %d", o.batchSize)
+	case mode != wire.AckPerBatch && o.flags.Changed("batch-size"):
+		return 0, usagef("--batch-size applies to --ack batch only")
+	}
+	return mode, nil
+}
+
+// explainPublishError names the stream and, for a broker's refusal, its
+// code without repeating "felix:".
+func (o *pubOpts) explainPublishError(err error, sent int64) error {
+	after := ""
+	if sent > 0 {
+		after = fmt.Sprintf(" after %d %s", sent, plural(sent, "message"))
+	}
+	var werr *wire.Error
+	if errors.As(err, &werr) {
+		return fmt.Errorf("the broker refused a publish to %s%s: %s: %s", o.conn.scope(), after, werr.Code, werr.Message)
+	}
+	return fmt.Errorf("publish to %s%s: %w", o.conn.scope(), after, err)
+}
+
+// progress prints "published X/N" every progressEvery until the returned
+// func is called; a run shorter than that prints nothing.
+func (o *pubOpts) progress(p *publisher) (stop func()) {
+	if o.quiet {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				fmt.Fprintf(os.Stderr, "published %d/%d\n", p.sent.Load(), o.count)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+// publisher sends batches in its ack mode and counts what the broker took.
+type publisher struct {
+	c         *client.Client
+	stream    client.Stream
+	mode      wire.AckMode
+	opts      client.PublishOptions
+	batchSize int // messages per PublishBatch under --ack batch; 1 otherwise
+
+	sent, bytes atomic.Int64 // read by the progress goroutine
+}
+
+// send publishes payloads in order: one PublishBatch under --ack batch,
+// else one Publish each. The client copies payloads before it returns, so
+// callers may reuse them.
+func (p *publisher) send(ctx context.Context, payloads [][]byte) error {
+	if p.mode == wire.AckPerBatch {
+		if err := p.c.PublishBatch(ctx, p.stream, payloads, p.opts); err != nil {
+			return err
+		}
+		p.count(payloads...)
+		return nil
+	}
+	for _, pl := range payloads {
+		if err := p.c.Publish(ctx, p.stream, pl, p.opts); err != nil {
+			return err
+		}
+		p.count(pl)
+	}
+	return nil
+}
+
+// fenceStream is a stream name the broker refuses (wire.ValidateName
+// reserves it), so a publish to it publishes nothing.
+const fenceStream = "."
+
+// fence returns once the broker has read every publish sent before it.
+// Client.Close does not wait for that under fire-and-forget: it closes the
+// connection once the bytes are handed to QUIC, and QUIC drops what it has
+// not sent yet, so without the fence the last messages (often all of a
+// short run) are lost. An acked publish on the same QUIC stream is answered
+// in order, after everything before it; one to fenceStream is refused by
+// the broker's name check, so the answer costs a round trip and publishes
+// nothing. Drop this once Client.Close flushes the publish stream.
+func (p *publisher) fence() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	st := p.stream
+	st.Name = fenceStream
+	err := p.c.Publish(ctx, st, nil, client.PublishOptions{Ack: wire.AckPerMessage})
+	if err == nil || errors.Is(err, wire.ErrInvalidRequest) {
+		return nil // refused as expected, or (an older broker) one empty message in "."
+	}
+	return err
+}
+
+func (p *publisher) count(payloads ...[]byte) {
+	var size int64
+	for _, pl := range payloads {
+		size += int64(len(pl))
+	}
+	p.bytes.Add(size)
+	p.sent.Add(int64(len(payloads)))
+}
+
+func (p *publisher) publishArgs(ctx context.Context, args []string) error {
+	batch := make([][]byte, 0, p.batchSize)
+	for len(args) > 0 {
+		batch = batch[:0]
+		for len(batch) < p.batchSize && len(args) > 0 {
+			batch = append(batch, []byte(args[0]))
+			args = args[1:]
+		}
+		if err := p.send(ctx, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// publishGenerated publishes count messages of size bytes: the message's
+// number, zero-padded, a space, then a repeating alphabet, so a subscriber
+// can see order and gaps. The buffers are reused from batch to batch.
+func (p *publisher) publishGenerated(ctx context.Context, count, size int) error {
+	width := len(strconv.Itoa(count))
+	bufs := make([][]byte, min(p.batchSize, count))
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+		for j := range bufs[i] {
+			bufs[i][j] = 'a' + byte(j%26)
+		}
+	}
+	var num []byte
+	for sent := 0; sent < count; {
+		batch := bufs[:min(len(bufs), count-sent)]
+		if size > width {
+			for i, b := range batch {
+				num = strconv.AppendInt(num[:0], int64(sent+i+1), 10)
+				copy(b[width-len(num):], num)
+				for j := range width - len(num) {
+					b[j] = '0'
+				}
+				b[width] = ' '
+			}
+		}
+		if err := p.send(ctx, batch); err != nil {
+			return err
+		}
+		sent += len(batch)
+	}
+	return nil
+}
+
+// publishLines publishes one message per line of r until its end, or until
+// ctx ends, which is a clean stop: a pipe like `tail -f log | felix pub`
+// ends with Ctrl-C. Lines are batched only from what is already read, so an
+// interactive line goes out at once.
+func (p *publisher) publishLines(ctx context.Context, r io.Reader) error {
+	lines := make(chan []byte, 4*p.batchSize)
+	readErr := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	// The reader blocks in Read, which nothing can interrupt; on ctx's end it
+	// is left behind, and the process exits under it.
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+		n := 0
+		for sc.Scan() {
+			n++
+			select {
+			case lines <- bytes.Clone(sc.Bytes()):
+			case <-stop:
+				return
+			}
+		}
+		if errors.Is(sc.Err(), bufio.ErrTooLong) {
+			readErr <- fmt.Errorf("standard input line %d is longer than the 16 MiB frame cap", n+1)
+			return
+		}
+		if sc.Err() != nil {
+			readErr <- fmt.Errorf("read standard input: %w", sc.Err())
+		}
+	}()
+
+	batch := make([][]byte, 0, p.batchSize)
+	for {
+		batch = batch[:0]
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return takeErr(readErr)
+			}
+			batch = append(batch, l)
+		case <-ctx.Done():
+			return nil
+		}
+		eof := false
+	more:
+		for len(batch) < p.batchSize {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					eof = true
+					break more
+				}
+				batch = append(batch, l)
+			default:
+				break more
+			}
+		}
+		if err := p.send(ctx, batch); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if eof {
+			return takeErr(readErr)
+		}
+	}
+}
+
+// takeErr returns the error in ch, or nil when there is none.
+func takeErr(ch <-chan error) error {
+	select {
+	case err := <-ch:
+		return err
+	default:
+		return nil
+	}
+}
+
+// bytesValue is a --size flag: bytes, or a size like 1KiB (config.ParseBytes).
+type bytesValue int64
+
+var _ pflag.Value = (*bytesValue)(nil)
+
+func (b *bytesValue) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *bytesValue) Type() string   { return "bytes" }
+
+func (b *bytesValue) Set(s string) error {
+	n, err := config.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = bytesValue(n)
+	return nil
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// formatDuration rounds d to three or so significant digits: 850µs, 2.1ms, 1.23s.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(100 * time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
