@@ -71,6 +71,7 @@ type Client struct {
 	conn     *quic.Conn
 	features uint32
 	window   int
+	maxFrame int // the broker's max_frame_bytes; 0 means unknown
 
 	ctrl    *quic.Stream
 	ctrlMu  sync.Mutex // serialises control requests' writes
@@ -149,7 +150,7 @@ func (c *Client) handshake(ctx context.Context) error {
 	_ = ctrl.SetReadDeadline(timeZero)
 	switch m := msg.(type) {
 	case *wire.AuthOK:
-		c.features, c.window = m.ServerFeatures, m.PublishWindow
+		c.features, c.window, c.maxFrame = m.ServerFeatures, m.PublishWindow, m.MaxFrameBytes
 	case *wire.ErrorMsg:
 		return m.Err()
 	default:

@@ -122,6 +122,11 @@ func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]
 	for _, pl := range payloads {
 		size += int64(len(pl))
 	}
+	// The broker ends a stream that sends a frame over its cap, which would
+	// fail every publish of this client from then on: refuse it here.
+	if n := publishLen(scope, payloads, mode, o.Key); p.c.maxFrame > 0 && n > p.c.maxFrame {
+		return wire.NewError(wire.CodeInvalidRequest, "publish frame of %d bytes is over the broker's max_frame_bytes %d", n, p.c.maxFrame)
+	}
 	p.mu.Lock()
 	for {
 		if p.mu.err != nil {
@@ -175,6 +180,21 @@ func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]
 		// stops waiting for it.
 		return ctx.Err()
 	}
+}
+
+// publishLen is the payload length wire.AppendPublish writes for a publish.
+func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []byte) int {
+	n := 2 + len(scope.Tenant) + 2 + len(scope.Namespace) + 2 + len(scope.Stream) + 4 + 4*len(payloads)
+	for _, pl := range payloads {
+		n += len(pl)
+	}
+	if mode != wire.AckNone {
+		n += 9
+	}
+	if key != nil {
+		n += 2 + len(key)
+	}
+	return n
 }
 
 // writeLoop hands encoded publishes to QUIC; it exits when the client closes.

@@ -82,6 +82,10 @@ func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, *wire.Fram
 	hdr, payload, err := fr.Next()
 	if err != nil {
 		if isTimeout(err) {
+			// The read deadline and ctx's are the same instant on two
+			// timers: wait for ctx, or closeAuthTimeout may see it live
+			// and leave the silent connection open.
+			<-ctx.Done()
 			s.closeAuthTimeout(conn, ctx)
 		} else {
 			s.refuse(conn, ctrl, wire.NewError(wire.CodeInvalidRequest, "handshake: %v", err))
@@ -125,11 +129,23 @@ func (s *Server) closeAuthTimeout(conn *quic.Conn, ctx context.Context) {
 	}
 }
 
-// refuse answers a bad handshake with a typed error, then closes the connection.
+// refuseLinger bounds how long a refused connection stays open so its
+// typed error can arrive: CloseWithError discards stream data not yet sent.
+const refuseLinger = 250 * time.Millisecond
+
+// refuse answers a bad handshake with a typed error, then closes the
+// connection once the client has closed it (having read the error) or
+// refuseLinger has passed.
 func (s *Server) refuse(conn *quic.Conn, ctrl *quic.Stream, e *wire.Error) {
 	s.event("refused")
 	writeError(ctrl, 0, e)
 	_ = ctrl.Close()
+	linger := time.NewTimer(refuseLinger)
+	defer linger.Stop()
+	select {
+	case <-conn.Context().Done():
+	case <-linger.C:
+	}
 	_ = conn.CloseWithError(CloseProtocol, e.Message)
 }
 
