@@ -93,7 +93,12 @@ func TestFeederCoalescesWhatIsQueued(t *testing.T) {
 }
 
 func TestFeederBatchBoundedByMaxEvents(t *testing.T) {
-	r := newRig(t, defaultBatch, 1<<30)
+	// A delay far longer than draining 36 envelopes takes, even under -race,
+	// so only the count bound can cut a batch (the timer is control traffic
+	// and would otherwise overtake queued envelopes).
+	batch := defaultBatch
+	batch.MaxDelay = 500 * time.Millisecond
+	r := newRig(t, batch, 1<<30)
 	r.post(t, 100)
 	r.queue.Release()
 	first, second := r.next(t), r.next(t)
