@@ -233,6 +233,9 @@ func (c *Client) request(ctx context.Context, id uint64, m wire.Message) (wire.M
 
 // fail records the first connection-level error and closes the client.
 func (c *Client) fail(err error) {
+	if c.closed.Load() {
+		return // our own Close ended the connection: not an error to report
+	}
 	c.setAsyncErr(err)
 	c.shutdown()
 }
@@ -260,8 +263,8 @@ func (c *Client) closedErr() error {
 // Close ends every subscription, waits for acked publishes to be answered or
 // ctx to end, and closes the connection.
 func (c *Client) Close(ctx context.Context) error {
-	if c.pub != nil {
-		c.pub.drain(ctx)
+	if c.pub != nil && !c.closed.Load() {
+		c.pub.finish(ctx)
 	}
 	c.shutdown()
 	c.wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -81,11 +82,16 @@ type publisher struct {
 		inflight int64
 		nextID   uint64
 		err      error
+		writing  bool // a Write is in progress: drain waits for it
 		// changed is closed and replaced when buf is taken or inflight drops,
 		// waking callers waiting for room.
 		changed chan struct{}
 	}
 	wake chan struct{}
+	// acksDone is closed when readAcks returns; closing tells it that the
+	// end of the stream is expected.
+	acksDone chan struct{}
+	closing  atomic.Bool
 }
 
 type pendingPub struct {
@@ -102,7 +108,7 @@ func newPublisher(ctx context.Context, c *Client) (*publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: open publish stream: %w", err)
 	}
-	p := &publisher{c: c, st: st, wake: make(chan struct{}, 1)}
+	p := &publisher{c: c, st: st, wake: make(chan struct{}, 1), acksDone: make(chan struct{})}
 	p.mu.changed = make(chan struct{})
 	c.wg.Add(2)
 	go p.writeLoop()
@@ -210,13 +216,19 @@ func (p *publisher) writeLoop() {
 		p.mu.Lock()
 		out := p.mu.buf
 		p.mu.buf = spare[:0]
+		p.mu.writing = len(out) > 0
 		p.broadcastLocked()
 		p.mu.Unlock()
 		if len(out) == 0 {
 			spare = out
 			continue
 		}
-		if _, err := p.st.Write(out); err != nil {
+		_, err := p.st.Write(out)
+		p.mu.Lock()
+		p.mu.writing = false
+		p.broadcastLocked()
+		p.mu.Unlock()
+		if err != nil {
 			p.failAll(fmt.Errorf("client: publish stream: %w", err))
 			return
 		}
@@ -233,10 +245,15 @@ func (p *publisher) broadcastLocked() {
 // readAcks resolves acked publishes in order; it exits when the stream ends.
 func (p *publisher) readAcks() {
 	defer p.c.wg.Done()
+	defer close(p.acksDone)
 	fr := wire.NewFrameReader(p.st, 16<<20)
 	for {
 		h, payload, err := fr.Next()
 		if err != nil {
+			if p.closing.Load() {
+				p.failAll(ErrClosed) // the end we asked for in finish
+				return
+			}
 			p.failAll(p.c.closedErrOr(err))
 			return
 		}
@@ -306,7 +323,7 @@ func (p *publisher) failAll(err error) {
 func (p *publisher) drain(ctx context.Context) {
 	for {
 		p.mu.Lock()
-		idle := len(p.mu.fifo) == 0 && len(p.mu.buf) == 0
+		idle := len(p.mu.fifo) == 0 && len(p.mu.buf) == 0 && !p.mu.writing
 		changed := p.mu.changed
 		p.mu.Unlock()
 		if idle {
@@ -319,6 +336,30 @@ func (p *publisher) drain(ctx context.Context) {
 		case <-p.c.done:
 			return
 		}
+	}
+}
+
+// finish closes the publish stream's send side once everything is written,
+// and waits (bounded by ctx) for the broker to finish its side. The broker
+// finishes only after reading every publish sent before the FIN, so closing
+// the connection after this loses nothing: CloseWithError discards data
+// QUIC has not sent yet, and without this the last fire-and-forget
+// publishes of a client that closes right after sending them were lost.
+func (p *publisher) finish(ctx context.Context) {
+	p.drain(ctx)
+	p.mu.Lock()
+	writing := p.mu.writing
+	p.mu.Unlock()
+	if writing || ctx.Err() != nil {
+		return // drain gave up; closing now is the best we can do
+	}
+	p.closing.Store(true)
+	if err := p.st.Close(); err != nil {
+		return
+	}
+	select {
+	case <-p.acksDone:
+	case <-ctx.Done():
 	}
 }
 
