@@ -20,6 +20,7 @@ import (
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/metrics"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/subscribers"
 	"github.com/getfelix/felix-go/transport"
@@ -69,6 +70,9 @@ type Broker struct {
 	connections *actor.PID
 	lanes       []lanes.LaneRef
 
+	metrics *metrics.Metrics
+	admin   *adminServer
+
 	server       *transport.Server
 	stopWatching func()
 	nextSubID    atomic.Uint64
@@ -97,6 +101,7 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	}
 	b.selector = &lanes.Selector{Lanes: cfg.SubscriberWriterLanes, Policy: sel, SinglePer: cfg.SubscriberSingleWriterPerConn}
 	b.queueTotal = actors.NewByteBudget(cfg.SubscriberQueueMaxBytesTotal)
+	b.metrics = metrics.New(b.queueTotal)
 	return b, nil
 }
 
@@ -107,7 +112,9 @@ func (b *Broker) Start() error {
 		b.system = actor.NewActorSystem(actors.LoggerFactory(b.log.With().Str("component", "actors").Logger()))
 		b.ownsSystem = true
 	}
-	b.stopWatching = actors.WatchRestarts(b.system, b.log, nil)
+	b.stopWatching = actors.WatchRestarts(b.system, b.log, func(kind actors.Kind, d actor.Directive) {
+		b.metrics.ActorRestarts.WithLabelValues(string(kind), d.String()).Inc()
+	})
 	root := b.system.Root
 
 	var err error
@@ -127,6 +134,8 @@ func (b *Broker) Start() error {
 		},
 		PubQueueDepth: b.cfg.PubQueueDepth,
 		Log:           b.log,
+		OnStats:       b.countFanout,
+		OnMailbox:     func(m *actors.Mailbox) { b.metrics.Mailboxes().Add(actors.KindShard, m) },
 	}))
 	b.subscribers = spawn("subscribers", actors.SupervisorProps(actors.KindFeeder))
 	b.lanesSup = spawn("lanes", actors.SupervisorProps(actors.KindLane))
@@ -139,7 +148,12 @@ func (b *Broker) Start() error {
 		ref := lanes.LaneRef{Index: i}
 		props := lanes.LaneProps(i, lanes.LaneConfig{
 			Depth: b.cfg.SubscriberLaneQueueDepth, Policy: b.lanePolicy, Log: b.log,
-		}, func(m *actors.Mailbox) { ref.Mailbox = m })
+			OnDrop:    func(*lanes.Deliver) { b.metrics.LaneDropped.Inc() },
+			OnRefused: func(*lanes.Deliver) { b.metrics.WriterRefused.Inc() },
+		}, func(m *actors.Mailbox) {
+			ref.Mailbox = m
+			b.metrics.Mailboxes().Add(actors.KindLane, m)
+		})
 		if ref.PID, err = actors.Spawn(root, b.lanesSup, fmt.Sprintf("lane-%d", i), props, requestTimeout); err != nil {
 			b.stopActors()
 			return fmt.Errorf("broker: spawn lanes: %w", err)
@@ -158,10 +172,17 @@ func (b *Broker) Start() error {
 		AuthTimeout:          b.cfg.AuthTimeout,
 		PublishWindow:        b.cfg.PublishWindow,
 		Log:                  b.log,
+		OnConnection:         b.countConnection,
 	}, b)
 	if err != nil {
 		b.stopActors()
 		return err
+	}
+	if b.cfg.Admin != "" {
+		if b.admin, err = startAdmin(b.cfg.Admin, b.metrics.Registry, b.log); err != nil {
+			_ = b.Stop(context.Background())
+			return err
+		}
 	}
 	if b.cfg.AddrFile != "" {
 		if err := writeAddrFile(b.cfg.AddrFile, b.Addr().String()); err != nil {
@@ -186,6 +207,17 @@ func writeAddrFile(path, addr string) error {
 	return nil
 }
 
+// AdminAddr is the bound admin HTTP address, or nil when the admin endpoint is off.
+func (b *Broker) AdminAddr() net.Addr {
+	if b.admin == nil {
+		return nil
+	}
+	return b.admin.addr()
+}
+
+// Metrics is the broker's metrics registry (what /metrics serves).
+func (b *Broker) Metrics() *metrics.Metrics { return b.metrics }
+
 // Addr is the bound QUIC address.
 func (b *Broker) Addr() net.Addr { return b.server.Addr() }
 
@@ -200,6 +232,9 @@ func (b *Broker) Stop(ctx context.Context) error {
 		return nil
 	}
 	var err error
+	if b.admin != nil {
+		b.admin.setReady(false)
+	}
 	if b.server != nil {
 		err = b.server.Close(ctx)
 	}
@@ -209,6 +244,9 @@ func (b *Broker) Stop(ctx context.Context) error {
 	}
 	if b.ownsSystem {
 		b.system.Shutdown()
+	}
+	if b.admin != nil {
+		err = errors.Join(err, b.admin.close(ctx))
 	}
 	b.log.Info().Msg("broker stopped")
 	return err
@@ -233,7 +271,11 @@ func (b *Broker) Open(info transport.ConnInfo) (transport.Session, error) {
 		Log:           b.log,
 		Root:          b.system.Root,
 		OnStreamError: s.streamFailed,
-	}, func(m *actors.Mailbox) { ref.Mailbox = m })
+		OnWritten:     b.countWritten,
+	}, func(m *actors.Mailbox) {
+		ref.Mailbox = m
+		b.metrics.Mailboxes().Add(actors.KindConnWriter, m)
+	})
 	pid, err := actors.Spawn(b.system.Root, b.connections, fmt.Sprintf("conn-%d", info.ID), props, requestTimeout)
 	if err != nil {
 		return nil, err

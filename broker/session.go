@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -61,6 +62,23 @@ func (s *session) shard(scope wire.Scope) (*streams.ShardRef, error) {
 // Publish admits p to its shard's mailbox, waiting at most
 // publish_queue_wait_timeout_ms for room.
 func (s *session) Publish(p *wire.Publish, done func(error)) error {
+	m := s.b.metrics
+	err := s.admit(p, done)
+	switch {
+	case err == nil:
+		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "ok").Inc()
+		m.PublishedMessages.WithLabelValues(p.Scope.Tenant).Add(float64(len(p.Payloads)))
+		m.PublishedBytes.WithLabelValues(p.Scope.Tenant).Add(float64(p.Bytes()))
+	case errors.Is(err, wire.ErrOverloaded):
+		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "overloaded").Inc()
+		m.PublishOverloaded.WithLabelValues(p.Scope.Tenant).Inc()
+	default:
+		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "error").Inc()
+	}
+	return err
+}
+
+func (s *session) admit(p *wire.Publish, done func(error)) error {
 	for attempt := 0; ; attempt++ {
 		ref, err := s.shard(p.Scope)
 		if err != nil {
@@ -114,7 +132,11 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		MaxBytes: s.b.cfg.SubscriberQueueMaxBytes,
 		Policy:   s.b.policy,
 		Budget:   s.b.queueTotal,
-	}, func(m *actors.Mailbox) { queue = m })
+		OnDrop:   s.b.countSubQueueDrop,
+	}, func(m *actors.Mailbox) {
+		queue = m
+		s.b.metrics.Mailboxes().Add(actors.KindFeeder, m)
+	})
 
 	root := s.b.system.Root
 	if _, err := root.RequestFuture(s.writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}, requestTimeout).Result(); err != nil {
@@ -141,6 +163,7 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 	}
 	s.subs[id] = &subscription{id: id, feeder: feeder, shard: ref}
 	s.mu.Unlock()
+	s.b.metrics.Subscriptions.Inc()
 	return &wire.Subscribed{RequestID: req.RequestID, SubscriptionID: id, QueueCapacity: capacity}, nil
 }
 
@@ -182,6 +205,7 @@ func (s *session) streamFailed(id uint64, err error) {
 // end tears a subscription down without waiting: the shard forgets it, the
 // feeder stops (closing its queue), and the writer finishes its stream.
 func (s *session) end(sub *subscription, unregister bool) {
+	s.b.metrics.Subscriptions.Dec()
 	root := s.b.system.Root
 	root.Send(sub.shard.PID, &streams.RemoveSubscriber{ID: sub.id})
 	root.Stop(sub.feeder)

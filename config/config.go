@@ -16,6 +16,9 @@ type Config struct {
 	DataDir string `yaml:"data_dir"`
 	// AddrFile, when set, receives the bound address once the broker accepts connections.
 	AddrFile string `yaml:"addr_file"`
+	// Admin is the admin HTTP address (/metrics, /live, /ready). Empty turns
+	// the endpoint off. Loopback by default: it has no authentication.
+	Admin string `yaml:"admin"`
 	// LogLevel is a zerolog level name: trace, debug, info, warn, error.
 	LogLevel string `yaml:"log_level"`
 	// TLSCert and TLSKey name a PEM certificate and key; both empty means a
@@ -72,4 +75,6 @@ type Config struct {
 	// ReplayRingRecords and ReplayRingMaxBytes bound each shard's ring (1024, 64 MiB).
 	ReplayRingRecords  int   `yaml:"replay_ring_records"`
 	ReplayRingMaxBytes int64 `yaml:"replay_ring_max_bytes"`
+	// ReplayRingMaxBytesTotal bounds every shard's ring together (0 = off).
+	ReplayRingMaxBytesTotal int64 `yaml:"replay_ring_max_bytes_total"`
 }

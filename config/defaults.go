@@ -16,8 +16,10 @@ func Default() Config {
 	return Config{
 		// reference §3.1 quic_bind is 0.0.0.0:5000; loopback here until auth
 		// exists, so a development broker is not open to the network.
-		Listen:   "127.0.0.1:5000",
-		DataDir:  "./felix-data",
+		Listen:  "127.0.0.1:5000",
+		DataDir: "./felix-data",
+		// Loopback: the admin endpoint has no authentication (issue 3).
+		Admin:    "127.0.0.1:5080",
 		LogLevel: "info",
 		// AddrFile, TLSCert and TLSKey stay empty: no address file, and a
 		// self-signed certificate generated into DataDir.

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -90,6 +91,15 @@ func (c Config) Validate() error {
 	atLeast("fanout_batch_size", int64(c.FanoutBatchSize), 0)     // 0 and 1: single-event mode
 	atLeast("replay_ring_records", int64(c.ReplayRingRecords), 1)
 	atLeast("replay_ring_max_bytes", c.ReplayRingMaxBytes, 0)
+	atLeast("replay_ring_max_bytes_total", c.ReplayRingMaxBytesTotal, 0)
+	if c.ReplayRingMaxBytesTotal > 0 && c.ReplayRingMaxBytesTotal < c.ReplayRingMaxBytes {
+		errs = append(errs, fmt.Errorf("config: replay_ring_max_bytes_total (%d) is smaller than one ring's replay_ring_max_bytes (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes))
+	}
+	if c.Admin != "" {
+		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
+			errs = append(errs, fmt.Errorf("config: admin %q is not host:port (empty turns the admin endpoint off): %w", c.Admin, err))
+		}
+	}
 
 	return errors.Join(errs...)
 }

@@ -62,11 +62,13 @@ type LaneConfig struct {
 	// OnDrop is told of each delivery the lane queue refused, after its
 	// egress bytes were returned.
 	OnDrop func(*Deliver)
+	// OnRefused is told of each delivery whose connection writer had stopped.
+	OnRefused func(*Deliver)
 }
 
 // LaneProps returns the props of lane index; created receives its mailbox.
 func LaneProps(index int, cfg LaneConfig, created func(*actors.Mailbox)) *actor.Props {
-	l := &lane{index: index, log: cfg.Log.With().Int("lane", index).Logger(), onRefused: cfg.OnDrop}
+	l := &lane{index: index, log: cfg.Log.With().Int("lane", index).Logger(), onRefused: cfg.OnRefused}
 	return actors.Props(func() actor.Actor { return l }, actors.MailboxConfig{
 		Capacity: cfg.Depth,
 		Policy:   cfg.Policy,

@@ -1,7 +1,6 @@
 package lanes
 
 import (
-	"errors"
 	"io"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -38,9 +37,10 @@ type Unregister struct {
 // writeDone is a subscription's write goroutine reporting one finished write.
 type writeDone struct {
 	actors.ControlMessage
-	id    uint64
-	bytes int64
-	err   error
+	id      uint64
+	bytes   int64
+	records int
+	err     error
 }
 
 // WriterConfig configures a connection writer.
@@ -52,7 +52,7 @@ type WriterConfig struct {
 	// reset it or the connection died); it must not block.
 	OnStreamError func(subscriptionID uint64, err error)
 	// OnWritten counts what reached the network; it must not block.
-	OnWritten func(frames int, bytes int64)
+	OnWritten func(records int, bytes int64)
 }
 
 // connWriter owns one connection's event streams. It never blocks in
@@ -72,12 +72,18 @@ type subWriter struct {
 	egress   *Egress
 	queue    [][]byte
 	queued   int64
+	records  int // records in queue, counted as delivered once written
 	inFlight bool
 	closing  bool
 	failed   bool
 	// reqs carries one batch of frames to the write goroutine. Capacity 1 and
 	// at most one write in flight, so the actor's send never blocks.
-	reqs chan [][]byte
+	reqs chan writeReq
+}
+
+type writeReq struct {
+	frames  [][]byte
+	records int
 }
 
 // WriterProps returns the props of a connection writer; created receives its mailbox.
@@ -114,7 +120,7 @@ func (w *connWriter) handleStopped() {
 }
 
 func (w *connWriter) handleRegister(ctx actor.Context, msg *Register) {
-	s := &subWriter{id: msg.SubscriptionID, stream: msg.Stream, egress: msg.Egress, reqs: make(chan [][]byte, 1)}
+	s := &subWriter{id: msg.SubscriptionID, stream: msg.Stream, egress: msg.Egress, reqs: make(chan writeReq, 1)}
 	w.subs[s.id] = s
 	go runWrites(s, ctx.Self(), w.cfg.Root)
 	ctx.Respond(&Registered{SubscriptionID: s.id})
@@ -128,6 +134,7 @@ func (w *connWriter) handleDeliver(ctx actor.Context, d *Deliver) {
 	}
 	s.queue = append(s.queue, d.Frames...)
 	s.queued += d.Bytes
+	s.records += d.Records
 	if !s.inFlight {
 		w.startWrite(s)
 	}
@@ -148,7 +155,7 @@ func (w *connWriter) handleWriteDone(ctx actor.Context, msg *writeDone) {
 		return
 	}
 	if w.cfg.OnWritten != nil {
-		w.cfg.OnWritten(0, msg.bytes)
+		w.cfg.OnWritten(msg.records, msg.bytes)
 	}
 	if len(s.queue) > 0 {
 		w.startWrite(s)
@@ -173,10 +180,10 @@ func (w *connWriter) handleUnregister(msg *Unregister) {
 }
 
 func (w *connWriter) startWrite(s *subWriter) {
-	frames := s.queue
-	s.queue = nil
+	req := writeReq{frames: s.queue, records: s.records}
+	s.queue, s.records = nil, 0
 	s.inFlight = true
-	s.reqs <- frames
+	s.reqs <- req
 	// The bytes travel with the write and come back in writeDone.
 	s.queued = 0
 }
@@ -188,7 +195,7 @@ func (w *connWriter) finish(s *subWriter) {
 		s.egress.Return(s.queued)
 		s.queued = 0
 	}
-	s.queue = nil
+	s.queue, s.records = nil, 0
 	close(s.reqs)
 	s.egress.Close()
 }
@@ -204,7 +211,8 @@ const maxCoalesce = 256 << 10
 // (the subscription ended), after closing the stream.
 func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 	var scratch []byte
-	for frames := range s.reqs {
+	for req := range s.reqs {
+		frames := req.frames
 		var n int64
 		for _, f := range frames {
 			n += int64(len(f))
@@ -223,9 +231,8 @@ func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 			}
 			_, err = s.stream.Write(scratch)
 		}
-		root.Send(self, &writeDone{id: s.id, bytes: n, err: err})
+		root.Send(self, &writeDone{id: s.id, bytes: n, records: req.records, err: err})
 	}
-	if err := s.stream.Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
-		_ = err // the connection is going away; nothing to tell anyone
-	}
+	// A failing close means the connection is going away; nobody is left to tell.
+	_ = s.stream.Close()
 }

@@ -35,6 +35,8 @@ type RegistryConfig struct {
 	Log           zerolog.Logger
 	// OnStats, when set, receives every publish's fanout stats on the shard's goroutine.
 	OnStats func(*FanoutStats)
+	// OnMailbox, when set, receives each new shard's mailbox (for gauges).
+	OnMailbox func(*actors.Mailbox)
 }
 
 // registry is the streams supervisor: the parent of every shard, and the
@@ -86,7 +88,12 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 		// The same instance on every restart: see shard.handleRestarting.
 		func() actor.Actor { return sh },
 		actors.MailboxConfig{Capacity: r.cfg.PubQueueDepth, Policy: actors.Block, OnDrop: failPublish},
-		func(m *actors.Mailbox) { ref.Mailbox = m },
+		func(m *actors.Mailbox) {
+			ref.Mailbox = m
+			if r.cfg.OnMailbox != nil {
+				r.cfg.OnMailbox(m)
+			}
+		},
 	)
 	pid, err := ctx.SpawnNamed(props, ShardName(msg.Scope, msg.Shard))
 	if err != nil {

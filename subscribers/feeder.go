@@ -48,7 +48,7 @@ type Config struct {
 	Writer         *lanes.WriterRef
 	Root           *actor.RootContext
 	Log            zerolog.Logger
-	// OnLaneDrop is told when the lane refused a batch (drop_new at lane ingress).
+	// OnLaneDrop is told when the lane had stopped and could not take a batch.
 	OnLaneDrop func(records int, bytes int64)
 }
 
@@ -199,11 +199,10 @@ func (f *feeder) toLane(d *lanes.Deliver) {
 	// Under drop_new the lane refuses at once (its drop hook returns the
 	// credit); under block this parks until the lane has room, which is the
 	// documented cost of block: the connection's subscriptions wait together.
-	res := f.cfg.Lane.Mailbox.TryPost(d, -1)
-	if res == actors.Closed {
-		d.Egress.Return(d.Bytes) // a stopped lane calls no drop hook
-	}
-	if !res.Accepted() {
+	// A refusal by a full lane is counted and its credit returned by the
+	// lane's drop hook; a stopped lane calls no hook, so do both here.
+	if f.cfg.Lane.Mailbox.TryPost(d, -1) == actors.Closed {
+		d.Egress.Return(d.Bytes)
 		if f.cfg.OnLaneDrop != nil {
 			f.cfg.OnLaneDrop(d.Records, d.Bytes)
 		}

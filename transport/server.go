@@ -33,7 +33,8 @@ type Config struct {
 	AuthTimeout          time.Duration
 	PublishWindow        int
 	Log                  zerolog.Logger
-	// OnConnection counts accepted and refused connections; may be nil.
+	// OnConnection is told of connection events (accepted, refused,
+	// auth_timeout, closed) for metrics; may be nil. It must not block.
 	OnConnection func(event string)
 }
 
@@ -104,6 +105,7 @@ func (s *Server) acceptLoop() {
 		go func() {
 			defer s.wg.Done()
 			s.serveConn(conn)
+			s.event("closed")
 			s.mu.Lock()
 			delete(s.mu.conns, conn)
 			s.mu.Unlock()

@@ -204,7 +204,7 @@ func TestBrokerConfig(t *testing.T) {
 	})
 
 	t.Run("print-config loads back", func(t *testing.T) {
-		first := runFelix(t, opts{}, "broker", "--listen", "127.0.0.1:0", "--event-batch-max-delay-us", "1ms", "--print-config")
+		first := runFelix(t, opts{}, "broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--event-batch-max-delay-us", "1ms", "--print-config")
 		first.wantExit(t, 0)
 		again := runFelix(t, opts{}, "broker", "--config", writeConfig("printed.yaml", first.stdout.String()), "--print-config")
 		again.wantExit(t, 0)
@@ -235,7 +235,7 @@ func TestBrokerConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// With a free port and a temp data dir, so a refusal that
 			// wrongly starts the broker does no harm before the deadline.
-			args := append([]string{"broker", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, tt.args...)
+			args := append([]string{"broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--data-dir", t.TempDir()}, tt.args...)
 			r := runFelix(t, opts{env: tt.env, timeout: 10 * time.Second}, args...)
 			r.wantExit(t, 2)
 			for _, want := range tt.wants {
@@ -289,7 +289,7 @@ func TestPubCount(t *testing.T) {
 func TestDefaultsInWorkingDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	broker := start(t, opts{dir: dir}, "broker", "--listen", "127.0.0.1:0")
+	broker := start(t, opts{dir: dir}, "broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
 	// stderr is not a terminal, so the log is JSON; the address is in it.
 	var addr string
 	broker.waitStderr(t, "a log line with the bound address", func(line string) bool {
@@ -550,7 +550,7 @@ func startBroker(t *testing.T) *brokerProc {
 	t.Helper()
 	dir := t.TempDir()
 	addrFile := filepath.Join(dir, "addr")
-	p := start(t, opts{}, "broker", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
+	p := start(t, opts{}, "broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
 		"--addr-file", addrFile, "--log-format", "json")
 	// The address file comes from another process, which cannot tell this
 	// one when it is there, so the test polls for it, briefly and under a

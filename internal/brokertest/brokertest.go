@@ -20,6 +20,7 @@ func Config(tb testing.TB) config.Config {
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.DataDir = tb.TempDir()
+	cfg.Admin = "" // tests that need the admin endpoint set 127.0.0.1:0
 	return cfg
 }
 

@@ -1,0 +1,45 @@
+package broker
+
+import (
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/streams"
+)
+
+// The broker's metric hooks. Each runs on an actor's or a connection's
+// goroutine and only adds to counters: no locks, no waiting.
+
+func (b *Broker) countFanout(st *streams.FanoutStats) {
+	b.metrics.SubQueueEnqueued.Add(float64(st.Delivered))
+	if st.BlockedFor > 0 {
+		b.metrics.SubQueueBlocked.Inc()
+	}
+}
+
+// countSubQueueDrop is every feeder mailbox's drop hook.
+func (b *Broker) countSubQueueDrop(_ any, reason actors.DropReason) {
+	switch reason {
+	case actors.DropFull:
+		b.metrics.SubQueueDropped.Inc()
+	case actors.DropBytes:
+		b.metrics.SubQueueDropped.Inc()
+		b.metrics.SubQueueByteDropped.Inc()
+	case actors.DropEvicted:
+		b.metrics.SubQueueDropOld.Inc()
+	}
+	// DropClosed: the subscription ended; what it had queued is not a drop.
+}
+
+func (b *Broker) countWritten(records int, bytes int64) {
+	b.metrics.DeliveredMessages.Add(float64(records))
+	b.metrics.DeliveredBytes.Add(float64(bytes))
+}
+
+func (b *Broker) countConnection(event string) {
+	b.metrics.Connections.WithLabelValues(event).Inc()
+	switch event {
+	case "accepted":
+		b.metrics.ConnectionsOpen.Inc()
+	case "closed":
+		b.metrics.ConnectionsOpen.Dec()
+	}
+}

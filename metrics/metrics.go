@@ -1,0 +1,180 @@
+// Package metrics owns the broker's Prometheus metrics: their names, labels
+// and help, and a collector that reads live mailbox depths at scrape time so
+// the data path pays nothing for gauges. Names follow the reference
+// (felix_sub_queue_dropped_total and friends) where it has one.
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/getfelix/felix-go/actors"
+)
+
+// Metrics is one broker's set of metrics, registered in its own registry
+// (never the global one, so two brokers in one process do not collide).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	PublishRequests   *prometheus.CounterVec // tenant, result
+	PublishedMessages *prometheus.CounterVec // tenant
+	PublishedBytes    *prometheus.CounterVec // tenant
+	PublishOverloaded *prometheus.CounterVec // tenant
+
+	DeliveredMessages prometheus.Counter
+	DeliveredBytes    prometheus.Counter
+
+	SubQueueEnqueued    prometheus.Counter
+	SubQueueDropped     prometheus.Counter
+	SubQueueByteDropped prometheus.Counter
+	SubQueueDropOld     prometheus.Counter
+	SubQueueBlocked     prometheus.Counter
+	LaneDropped         prometheus.Counter
+	WriterRefused       prometheus.Counter
+
+	Connections     *prometheus.CounterVec // event: accepted, refused, auth_timeout, closed
+	ConnectionsOpen prometheus.Gauge
+	Subscriptions   prometheus.Gauge
+
+	ActorRestarts *prometheus.CounterVec // kind, directive
+
+	mailboxes *MailboxSet
+}
+
+// New builds and registers every metric. budget, when set, is the broker-wide
+// subscriber queue byte budget, exported as a gauge.
+func New(budget *actors.ByteBudget) *Metrics {
+	r := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { r.MustRegister(c) }
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		f(c)
+		return c
+	}
+	vec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		f(c)
+		return c
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+		f(g)
+		return g
+	}
+	m := &Metrics{
+		Registry:            r,
+		PublishRequests:     vec("felix_publish_requests_total", "Publish requests by tenant and result (ok, overloaded, error).", "tenant", "result"),
+		PublishedMessages:   vec("felix_tenant_published_messages_total", "Records admitted to a shard, by tenant.", "tenant"),
+		PublishedBytes:      vec("felix_publish_bytes_total", "Payload bytes admitted to a shard, by tenant.", "tenant"),
+		PublishOverloaded:   vec("felix_publish_overloaded_total", "Publishes refused as overloaded after publish_queue_wait_timeout_ms on a full shard.", "tenant"),
+		DeliveredMessages:   counter("felix_delivered_messages_total", "Records written to subscribers' event streams (one per record per subscriber)."),
+		DeliveredBytes:      counter("felix_delivered_bytes_total", "Frame bytes written to subscribers' event streams."),
+		SubQueueEnqueued:    counter("felix_sub_queue_enqueued_total", "Batches accepted into subscriber queues."),
+		SubQueueDropped:     counter("felix_sub_queue_dropped_total", "Batches refused by a full subscriber queue (drop_new), by count or bytes."),
+		SubQueueByteDropped: counter("felix_sub_queue_byte_dropped_total", "The subset of felix_sub_queue_dropped_total refused by subscriber_queue_max_bytes or the broker-wide total."),
+		SubQueueDropOld:     counter("felix_sub_queue_drop_old_total", "Queued batches evicted to make room for newer ones (drop_old)."),
+		SubQueueBlocked:     counter("felix_sub_queue_blocked_total", "Fanouts in which a shard waited on a full subscriber (block)."),
+		LaneDropped:         counter("felix_lane_queue_dropped_total", "Deliveries refused at writer lane ingress (subscriber_lane_queue_policy drop_new)."),
+		WriterRefused:       counter("felix_conn_writer_refused_total", "Deliveries whose connection writer had already stopped."),
+		Connections:         vec("felix_connections_total", "Connection events: accepted, refused, auth_timeout, closed.", "event"),
+		ConnectionsOpen:     gauge("felix_connections_open", "Connections that completed the QUIC handshake and are open."),
+		Subscriptions:       gauge("felix_subscriptions", "Live subscriptions."),
+		ActorRestarts:       vec("felix_actor_restarts_total", "Supervisor decisions on failed actors, by actor kind and directive.", "kind", "directive"),
+		mailboxes:           NewMailboxSet(),
+	}
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f(&mailboxCollector{set: m.mailboxes, budget: budget})
+	return m
+}
+
+// Mailboxes is the set of live mailboxes the depth gauges read.
+func (m *Metrics) Mailboxes() *MailboxSet { return m.mailboxes }
+
+// MailboxSet tracks live mailboxes by actor kind. Closed mailboxes are
+// pruned at scrape time, so an owner only has to Add.
+type MailboxSet struct {
+	mu    sync.Mutex
+	boxes map[actors.Kind]map[*actors.Mailbox]struct{}
+}
+
+// NewMailboxSet returns an empty set.
+func NewMailboxSet() *MailboxSet {
+	return &MailboxSet{boxes: make(map[actors.Kind]map[*actors.Mailbox]struct{})}
+}
+
+// Add tracks m under kind.
+func (s *MailboxSet) Add(kind actors.Kind, m *actors.Mailbox) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.boxes[kind] == nil {
+		s.boxes[kind] = make(map[*actors.Mailbox]struct{})
+	}
+	s.boxes[kind][m] = struct{}{}
+}
+
+// KindTotals sums a kind's live mailboxes.
+type KindTotals struct {
+	Mailboxes int
+	Depth     int
+	Bytes     int64
+	PeakBytes int64 // the largest PeakBytes of any live mailbox of the kind
+	Capacity  int
+}
+
+// Totals returns the totals of every kind, pruning closed mailboxes.
+func (s *MailboxSet) Totals() map[actors.Kind]KindTotals {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[actors.Kind]KindTotals, len(s.boxes))
+	for kind, set := range s.boxes {
+		var t KindTotals
+		for m := range set {
+			if m.IsClosed() {
+				delete(set, m)
+				continue
+			}
+			t.Mailboxes++
+			t.Depth += m.UserMessageCount()
+			t.Bytes += m.Bytes()
+			t.PeakBytes = max(t.PeakBytes, m.PeakBytes())
+			t.Capacity += m.Config().Capacity
+		}
+		out[kind] = t
+	}
+	return out
+}
+
+var (
+	depthDesc = prometheus.NewDesc("felix_mailbox_depth", "Messages queued in live mailboxes, summed by actor kind.", []string{"kind"}, nil)
+	bytesDesc = prometheus.NewDesc("felix_mailbox_bytes", "Payload bytes queued in live mailboxes, summed by actor kind.", []string{"kind"}, nil)
+	peakDesc  = prometheus.NewDesc("felix_mailbox_peak_bytes", "The largest byte peak any live mailbox of the kind has reached.", []string{"kind"}, nil)
+	countDesc = prometheus.NewDesc("felix_mailboxes", "Live mailboxes (so live actors) by kind.", []string{"kind"}, nil)
+	totalDesc = prometheus.NewDesc("felix_sub_queue_total_bytes", "Bytes held against subscriber_queue_max_bytes_total (0 when it is off).", nil, nil)
+)
+
+type mailboxCollector struct {
+	set    *MailboxSet
+	budget *actors.ByteBudget
+}
+
+func (c *mailboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- depthDesc
+	ch <- bytesDesc
+	ch <- peakDesc
+	ch <- countDesc
+	ch <- totalDesc
+}
+
+func (c *mailboxCollector) Collect(ch chan<- prometheus.Metric) {
+	for kind, t := range c.set.Totals() {
+		k := string(kind)
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(t.Depth), k)
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(t.Bytes), k)
+		ch <- prometheus.MustNewConstMetric(peakDesc, prometheus.GaugeValue, float64(t.PeakBytes), k)
+		ch <- prometheus.MustNewConstMetric(countDesc, prometheus.GaugeValue, float64(t.Mailboxes), k)
+	}
+	ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.GaugeValue, float64(c.budget.Used()))
+}
