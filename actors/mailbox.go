@@ -134,6 +134,11 @@ type MailboxConfig struct {
 	// not. The mailbox returns a message's bytes when it is delivered or
 	// evicted.
 	Budget *ByteBudget
+	// KeepBudget, with Budget, hands a delivered message's budget bytes to
+	// the actor instead of releasing them, so the budget keeps covering the
+	// message after it leaves the queue (the subscriber total covers a batch
+	// through the lanes until it is written). The actor must release them.
+	KeepBudget bool
 }
 
 // DefaultCapacity is the mailbox capacity when MailboxConfig.Capacity is zero.
@@ -606,7 +611,9 @@ func (m *Mailbox) run() {
 		m.queuedB.Store(m.mu.bytes)
 		m.wakeSendersLocked()
 		m.mu.Unlock()
-		m.cfg.Budget.Release(e.bytes)
+		if !m.cfg.KeepBudget {
+			m.cfg.Budget.Release(e.bytes)
+		}
 		msg = e.msg
 		m.invoker.InvokeUserMessage(msg)
 	}

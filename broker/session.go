@@ -127,12 +127,14 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		Writer:         s.writer,
 		Root:           s.b.system.Root,
 		Log:            s.b.log,
+		Budget:         s.b.queueTotal,
 	}, actors.MailboxConfig{
-		Capacity: capacity,
-		MaxBytes: s.b.cfg.SubscriberQueueMaxBytes,
-		Policy:   s.b.policy,
-		Budget:   s.b.queueTotal,
-		OnDrop:   s.b.countSubQueueDrop,
+		Capacity:   capacity,
+		MaxBytes:   s.b.cfg.SubscriberQueueMaxBytes,
+		Policy:     s.b.policy,
+		Budget:     s.b.queueTotal,
+		KeepBudget: s.b.queueTotal != nil,
+		OnDrop:     s.b.countSubQueueDrop,
 	}, func(m *actors.Mailbox) {
 		queue = m
 		s.b.metrics.Mailboxes().Add(actors.KindFeeder, m)

@@ -182,6 +182,9 @@ func (s *Subscription) read() {
 			case <-s.done:
 				s.finish(ErrClosed)
 				return
+			case <-s.c.done: // the client closed under an unread subscription
+				s.finish(ErrClosed)
+				return
 			}
 		}
 	}

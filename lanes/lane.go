@@ -23,6 +23,18 @@ type Deliver struct {
 	Records        int
 	Egress         *Egress
 	Writer         *WriterRef
+	// Held is payload bytes of the broker-wide subscriber budget still
+	// covering this batch (subscriber_queue_max_bytes_total); Budget is nil
+	// when the total is off.
+	Held   int64
+	Budget *actors.ByteBudget
+}
+
+// GiveBack returns what a Deliver holds when it ends without being written:
+// its egress credit and its share of the subscriber budget.
+func (d *Deliver) GiveBack() {
+	d.Egress.Return(d.Bytes)
+	d.Budget.Release(d.Held)
 }
 
 // MailboxBytes counts the frames against a lane's byte accounting.
@@ -74,7 +86,7 @@ func LaneProps(index int, cfg LaneConfig, created func(*actors.Mailbox)) *actor.
 		Policy:   cfg.Policy,
 		OnDrop: func(msg any, _ actors.DropReason) {
 			if d, ok := unwrap(msg).(*Deliver); ok {
-				d.Egress.Return(d.Bytes)
+				d.GiveBack()
 				if cfg.OnDrop != nil {
 					cfg.OnDrop(d)
 				}
@@ -94,7 +106,7 @@ func (l *lane) handleDeliver(d *Deliver) {
 	// The connection writer never blocks in Receive (its writes run on their
 	// own goroutines), so this wait is short; it is Block so a burst is not lost.
 	if !d.Writer.Mailbox.TryPost(d, -1).Accepted() {
-		d.Egress.Return(d.Bytes)
+		d.GiveBack()
 		if l.onRefused != nil {
 			l.onRefused(d)
 		}

@@ -39,6 +39,7 @@ type writeDone struct {
 	actors.ControlMessage
 	id      uint64
 	bytes   int64
+	held    int64
 	records int
 	err     error
 }
@@ -72,7 +73,10 @@ type subWriter struct {
 	egress   *Egress
 	queue    [][]byte
 	queued   int64
-	records  int // records in queue, counted as delivered once written
+	records  int   // records in queue, counted as delivered once written
+	held     int64 // subscriber-budget bytes of the queued batches
+	inHeld   int64 // and of the write in flight
+	budget   *actors.ByteBudget
 	inFlight bool
 	closing  bool
 	failed   bool
@@ -84,6 +88,7 @@ type subWriter struct {
 type writeReq struct {
 	frames  [][]byte
 	records int
+	held    int64
 }
 
 // WriterProps returns the props of a connection writer; created receives its mailbox.
@@ -92,7 +97,16 @@ func WriterProps(cfg WriterConfig, created func(*actors.Mailbox)) *actor.Props {
 	// Deliveries are bounded upstream by the egress budget (bytes) and the
 	// lanes (count); this bound is a safety net, and Block because the writer
 	// drains it without ever blocking.
-	return actors.Props(func() actor.Actor { return w }, actors.MailboxConfig{Capacity: 4096, Policy: actors.Block}, created)
+	return actors.Props(func() actor.Actor { return w }, actors.MailboxConfig{
+		Capacity: 4096,
+		Policy:   actors.Block,
+		// Deliveries still queued when the writer stops give their credit back.
+		OnDrop: func(msg any, _ actors.DropReason) {
+			if d, ok := unwrap(msg).(*Deliver); ok {
+				d.GiveBack()
+			}
+		},
+	}, created)
 }
 
 func (w *connWriter) Receive(ctx actor.Context) {
@@ -129,12 +143,14 @@ func (w *connWriter) handleRegister(ctx actor.Context, msg *Register) {
 func (w *connWriter) handleDeliver(ctx actor.Context, d *Deliver) {
 	s, ok := w.subs[d.SubscriptionID]
 	if !ok || s.failed {
-		d.Egress.Return(d.Bytes)
+		d.GiveBack()
 		return
 	}
 	s.queue = append(s.queue, d.Frames...)
 	s.queued += d.Bytes
 	s.records += d.Records
+	s.held += d.Held
+	s.budget = d.Budget
 	if !s.inFlight {
 		w.startWrite(s)
 	}
@@ -147,6 +163,8 @@ func (w *connWriter) handleWriteDone(ctx actor.Context, msg *writeDone) {
 	}
 	s.inFlight = false
 	s.egress.Return(msg.bytes)
+	s.budget.Release(msg.held)
+	s.inHeld = 0
 	if msg.err != nil {
 		s.failed = true
 		w.cfg.OnStreamError(s.id, msg.err)
@@ -180,8 +198,9 @@ func (w *connWriter) handleUnregister(msg *Unregister) {
 }
 
 func (w *connWriter) startWrite(s *subWriter) {
-	req := writeReq{frames: s.queue, records: s.records}
-	s.queue, s.records = nil, 0
+	req := writeReq{frames: s.queue, records: s.records, held: s.held}
+	s.inHeld = s.held
+	s.queue, s.records, s.held = nil, 0, 0
 	s.inFlight = true
 	s.reqs <- req
 	// The bytes travel with the write and come back in writeDone.
@@ -195,7 +214,14 @@ func (w *connWriter) finish(s *subWriter) {
 		s.egress.Return(s.queued)
 		s.queued = 0
 	}
-	s.queue, s.records = nil, 0
+	s.budget.Release(s.held)
+	if s.inFlight {
+		// The writer is stopping with a write in flight: its writeDone will
+		// find no actor, so the broker-wide budget is returned now.
+		s.budget.Release(s.inHeld)
+		s.inHeld = 0
+	}
+	s.queue, s.records, s.held = nil, 0, 0
 	close(s.reqs)
 	s.egress.Close()
 }
@@ -231,7 +257,7 @@ func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 			}
 			_, err = s.stream.Write(scratch)
 		}
-		root.Send(self, &writeDone{id: s.id, bytes: n, records: req.records, err: err})
+		root.Send(self, &writeDone{id: s.id, bytes: n, held: req.held, records: req.records, err: err})
 	}
 	// A failing close means the connection is going away; nobody is left to tell.
 	_ = s.stream.Close()

@@ -50,6 +50,10 @@ type Config struct {
 	Log            zerolog.Logger
 	// OnLaneDrop is told when the lane had stopped and could not take a batch.
 	OnLaneDrop func(records int, bytes int64)
+	// Budget is the broker-wide subscriber budget when its mailbox keeps
+	// budget bytes on delivery (MailboxConfig.KeepBudget); the feeder passes
+	// them on with each batch until it is written. Nil when the total is off.
+	Budget *actors.ByteBudget
 }
 
 // feeder is the actor for one subscription. Every field is owned by Receive,
@@ -62,6 +66,7 @@ type feeder struct {
 
 	pending      [][]byte
 	pendingBytes int64
+	pendingHeld  int64 // subscriber-budget bytes the pending envelopes carry
 	records      int
 	// busy is set when the last batch found more envelopes queued behind its
 	// first: under load the next batch waits up to MaxDelay to fill.
@@ -124,7 +129,11 @@ func (f *feeder) handleRestarting() {
 
 func (f *feeder) handleStopped() {
 	f.stopTimer()
-	f.pending, f.out = nil, nil
+	f.cfg.Budget.Release(f.pendingHeld)
+	if f.out != nil {
+		f.cfg.Budget.Release(f.out.Held) // its egress credit was never taken
+	}
+	f.pending, f.out, f.pendingHeld = nil, nil, 0
 }
 
 func (f *feeder) handleEnvelope(env *streams.Envelope) {
@@ -135,6 +144,9 @@ func (f *feeder) handleEnvelope(env *streams.Envelope) {
 	f.pending = append(f.pending, frame)
 	f.pendingBytes += int64(len(frame))
 	f.records += env.Len()
+	if f.cfg.Budget != nil {
+		f.pendingHeld += env.MailboxBytes()
+	}
 
 	switch {
 	case f.cfg.Batch.SingleEvent,
@@ -182,11 +194,13 @@ func (f *feeder) flush() {
 		Records:        f.records,
 		Egress:         f.egress,
 		Writer:         f.cfg.Writer,
+		Held:           f.pendingHeld,
+		Budget:         f.cfg.Budget,
 	}
 	// A batch that coalesced more than one envelope means they arrive faster
 	// than we drain: wait to fill the next one. A lone one clears the mark.
 	f.busy = len(f.pending) > 1
-	f.pending, f.pendingBytes, f.records = nil, 0, 0
+	f.pending, f.pendingBytes, f.records, f.pendingHeld = nil, 0, 0, 0
 	if !f.egress.TryTake(d.Bytes) {
 		f.out = d
 		f.mailbox.Hold()
@@ -202,7 +216,7 @@ func (f *feeder) toLane(d *lanes.Deliver) {
 	// A refusal by a full lane is counted and its credit returned by the
 	// lane's drop hook; a stopped lane calls no hook, so do both here.
 	if f.cfg.Lane.Mailbox.TryPost(d, -1) == actors.Closed {
-		d.Egress.Return(d.Bytes)
+		d.GiveBack()
 		if f.cfg.OnLaneDrop != nil {
 			f.cfg.OnLaneDrop(d.Records, d.Bytes)
 		}
