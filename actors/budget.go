@@ -43,9 +43,9 @@ func (b *ByteBudget) TryAcquire(n int64) bool {
 	}
 }
 
-// forceAcquire takes n bytes even past the limit (the oversize rule: an empty
-// queue always takes one batch).
-func (b *ByteBudget) forceAcquire(n int64) {
+// ForceAcquire takes n bytes even past the limit (the oversize rule: an
+// empty queue always takes one batch).
+func (b *ByteBudget) ForceAcquire(n int64) {
 	if b != nil {
 		b.used.Add(n)
 	}

@@ -448,7 +448,7 @@ func (m *Mailbox) fitsLocked(size int64) (DropReason, bool) {
 	if m.mu.data.n == 0 {
 		// The oversize rule also covers the shared budget: an empty queue
 		// always takes one batch, so no subscriber starves forever.
-		m.cfg.Budget.forceAcquire(size)
+		m.cfg.Budget.ForceAcquire(size)
 		return 0, true
 	}
 	if m.cfg.MaxBytes > 0 && m.mu.bytes+size > m.cfg.MaxBytes {

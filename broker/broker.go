@@ -131,6 +131,7 @@ func (b *Broker) Start() error {
 			SubscriberPolicy: b.policy,
 			RingRecords:      b.cfg.ReplayRingRecords,
 			RingBytes:        b.cfg.ReplayRingMaxBytes,
+			RingTotal:        actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
 		},
 		PubQueueDepth: b.cfg.PubQueueDepth,
 		Log:           b.log,

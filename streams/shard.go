@@ -59,6 +59,10 @@ type ShardConfig struct {
 	// RingRecords and RingBytes bound the replay ring.
 	RingRecords int
 	RingBytes   int64
+	// RingTotal, when set, bounds every shard's ring together
+	// (replay_ring_max_bytes_total): a ring that cannot take a batch from it
+	// gives up its own oldest batches first.
+	RingTotal *actors.ByteBudget
 }
 
 // FanoutStats are reported per publish so the broker can count without the
@@ -96,7 +100,7 @@ func newShard(scope wire.Scope, cfg ShardConfig, log zerolog.Logger, onStats fun
 	return &shard{
 		scope: scope, cfg: cfg, onStats: onStats,
 		log:  log.With().Str("stream", scope.String()).Logger(),
-		ring: ring{maxRecords: cfg.RingRecords, maxBytes: cfg.RingBytes},
+		ring: ring{maxRecords: cfg.RingRecords, maxBytes: cfg.RingBytes, total: cfg.RingTotal},
 	}
 }
 
@@ -202,6 +206,7 @@ func (s *shard) handleRemoveSubscriber(msg *RemoveSubscriber) {
 type ring struct {
 	maxRecords int
 	maxBytes   int64
+	total      *actors.ByteBudget
 	envs       []*Envelope
 	records    int
 	bytes      int64
@@ -211,18 +216,35 @@ func (r *ring) push(e *Envelope) {
 	if r.maxRecords <= 0 {
 		return
 	}
+	// Make room in the shared total first: from this ring's own oldest,
+	// never from another shard's, so one busy stream cannot empty the
+	// others' history. An empty ring still takes one batch (forced).
+	drop := 0
+	for !r.total.TryAcquire(e.bytes) {
+		if drop == len(r.envs) {
+			r.total.ForceAcquire(e.bytes)
+			break
+		}
+		drop = r.evict(drop)
+	}
 	r.envs = append(r.envs, e)
 	r.records += e.Len()
 	r.bytes += e.bytes
-	drop := 0
 	for len(r.envs)-drop > 1 && (r.records > r.maxRecords || (r.maxBytes > 0 && r.bytes > r.maxBytes)) {
-		old := r.envs[drop]
-		r.records -= old.Len()
-		r.bytes -= old.bytes
-		drop++
+		drop = r.evict(drop)
 	}
 	if drop > 0 {
 		clear(r.envs[:drop])
 		r.envs = r.envs[drop:]
 	}
+}
+
+// evict forgets the envelope at index i (the oldest not yet evicted) and
+// returns the next index.
+func (r *ring) evict(i int) int {
+	old := r.envs[i]
+	r.records -= old.Len()
+	r.bytes -= old.bytes
+	r.total.Release(old.bytes)
+	return i + 1
 }
