@@ -78,7 +78,7 @@ func KindOf(pid *actor.PID) Kind {
 // WatchRestarts logs every supervision decision and reports it to onEvent
 // (a metric), so no restart goes unseen (invariant 7). It returns a function
 // that stops watching.
-func WatchRestarts(system *actor.ActorSystem, zl zerolog.Logger, onEvent func(kind Kind, directive actor.Directive)) func() {
+func WatchRestarts(system *actor.ActorSystem, zl zerolog.Logger, onEvent func(ev *actor.SupervisorEvent, kind Kind)) func() {
 	sub := system.EventStream.Subscribe(func(evt any) {
 		ev, ok := evt.(*actor.SupervisorEvent)
 		if !ok {
@@ -89,7 +89,7 @@ func WatchRestarts(system *actor.ActorSystem, zl zerolog.Logger, onEvent func(ki
 			Str("directive", ev.Directive.String()).Interface("reason", ev.Reason).
 			Msg("actor failed; supervisor applied directive")
 		if onEvent != nil {
-			onEvent(kind, ev.Directive)
+			onEvent(ev, kind)
 		}
 	})
 	return func() { system.EventStream.Unsubscribe(sub) }

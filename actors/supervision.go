@@ -66,11 +66,16 @@ type supervisor struct {
 // SupervisorProps returns the props of a supervisor of children of the given
 // kind. Spawn it from the root with WithGuardian (protoactor ignores
 // WithSupervisor on top-level actors).
-func SupervisorProps(kind Kind) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &supervisor{kind: kind} },
+func SupervisorProps(kind Kind, created func(*Mailbox)) *actor.Props {
+	return SupervisorPropsFor(func() actor.Actor { return &supervisor{kind: kind} }, created)
+}
+
+// SupervisorPropsFor gives a supervisor actor of any behaviour (the streams
+// registry is one) the supervisors' strategy, guardian and mailbox.
+func SupervisorPropsFor(producer actor.Producer, created func(*Mailbox)) *actor.Props {
+	return Props(producer, MailboxConfig{Capacity: 4096, Policy: Block}, created,
 		actor.WithSupervisor(ChildStrategy()),
 		actor.WithGuardian(GuardianStrategy()),
-		actor.WithMailbox(Producer(MailboxConfig{Capacity: 1024, Policy: Block}, nil)),
 	)
 }
 
@@ -123,7 +128,7 @@ func Props(producer actor.Producer, cfg MailboxConfig, created func(*Mailbox), o
 				created(m)
 			}
 		})),
-		actor.WithReceiverMiddleware(closeOnStop),
+		actor.WithReceiverMiddleware(closeOnStop, chaosMiddleware),
 	}, opts...)
 	return actor.PropsFromProducer(producer, opts...)
 }

@@ -23,7 +23,7 @@ type adminServer struct {
 	done  chan struct{}
 }
 
-func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger) (*adminServer, error) {
+func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger, b *Broker) (*adminServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("broker: admin endpoint %s: %w (choose another --admin address, or --admin '' to turn it off)", addr, err)
@@ -40,6 +40,9 @@ func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger) (*adm
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	mux.HandleFunc("GET /debug/actors", b.handleActors)
+	// Always routed, so a request with chaos off gets a clear 403 rather than a 404.
+	mux.HandleFunc("POST /debug/chaos/kill", b.handleKill)
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	a.ready.Store(true)
 	go func() {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/subscribers"
 	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/wire"
 )
 
 // requestTimeout bounds one request to a broker actor (spawn, register,
@@ -68,9 +70,12 @@ type Broker struct {
 	subscribers *actor.PID
 	lanesSup    *actor.PID
 	connections *actor.PID
+	lanesMu     sync.Mutex // guards lanes and laneGen: a stopped lane is replaced
 	lanes       []lanes.LaneRef
+	laneGen     int
 
 	metrics *metrics.Metrics
+	dir     *actors.Directory
 	admin   *adminServer
 
 	server       *transport.Server
@@ -101,7 +106,8 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	}
 	b.selector = &lanes.Selector{Lanes: cfg.SubscriberWriterLanes, Policy: sel, SinglePer: cfg.SubscriberSingleWriterPerConn}
 	b.queueTotal = actors.NewByteBudget(cfg.SubscriberQueueMaxBytesTotal)
-	b.metrics = metrics.New(b.queueTotal)
+	b.dir = actors.NewDirectory()
+	b.metrics = metrics.New(b.dir, b.queueTotal)
 	return b, nil
 }
 
@@ -112,53 +118,43 @@ func (b *Broker) Start() error {
 		b.system = actor.NewActorSystem(actors.LoggerFactory(b.log.With().Str("component", "actors").Logger()))
 		b.ownsSystem = true
 	}
-	b.stopWatching = actors.WatchRestarts(b.system, b.log, func(kind actors.Kind, d actor.Directive) {
-		b.metrics.ActorRestarts.WithLabelValues(string(kind), d.String()).Inc()
+	b.stopWatching = actors.WatchRestarts(b.system, b.log, func(ev *actor.SupervisorEvent, kind actors.Kind) {
+		b.metrics.ActorRestarts.WithLabelValues(string(kind), ev.Directive.String()).Inc()
+		b.dir.RecordFailure(ev.Child.Id, ev.Directive, fmt.Sprint(ev.Reason))
 	})
 	root := b.system.Root
 
 	var err error
-	spawn := func(name string, props *actor.Props) *actor.PID {
+	// spawn starts a top-level supervisor; props is built by mk with the
+	// callback that captures its mailbox for the directory.
+	spawn := func(name string, kind actors.Kind, mk func(created func(*actors.Mailbox)) *actor.Props) *actor.PID {
 		if err != nil {
 			return nil
 		}
+		var mb *actors.Mailbox
 		var pid *actor.PID
-		pid, err = root.SpawnNamed(props, b.name+"/"+name)
+		pid, err = root.SpawnNamed(mk(func(m *actors.Mailbox) { mb = m }), b.name+"/"+name)
+		b.dir.Add(pid, actors.KindSupervisor, mb, map[string]string{"children": string(kind)})
 		return pid
 	}
-	b.registry = spawn("streams", streams.RegistryProps(streams.RegistryConfig{
-		Shard: streams.ShardConfig{
-			SubscriberPolicy: b.policy,
-			RingRecords:      b.cfg.ReplayRingRecords,
-			RingBytes:        b.cfg.ReplayRingMaxBytes,
-			RingTotal:        actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
-		},
-		PubQueueDepth: b.cfg.PubQueueDepth,
-		Log:           b.log,
-		OnStats:       b.countFanout,
-		OnMailbox:     func(m *actors.Mailbox) { b.metrics.Mailboxes().Add(actors.KindShard, m) },
-	}))
-	b.subscribers = spawn("subscribers", actors.SupervisorProps(actors.KindFeeder))
-	b.lanesSup = spawn("lanes", actors.SupervisorProps(actors.KindLane))
-	b.connections = spawn("connections", actors.SupervisorProps(actors.KindConnWriter))
+	b.registry = spawn("streams", actors.KindShard, func(created func(*actors.Mailbox)) *actor.Props {
+		return streams.RegistryProps(b.registryConfig(), created)
+	})
+	b.subscribers = spawn("subscribers", actors.KindFeeder, b.supervisorProps(actors.KindFeeder))
+	b.lanesSup = spawn("lanes", actors.KindLane, b.supervisorProps(actors.KindLane))
+	b.connections = spawn("connections", actors.KindConnWriter, b.supervisorProps(actors.KindConnWriter))
 	if err != nil {
 		b.stopActors()
 		return fmt.Errorf("broker: spawn supervisors: %w", err)
 	}
 	for i := range b.cfg.SubscriberWriterLanes {
 		ref := lanes.LaneRef{Index: i}
-		props := lanes.LaneProps(i, lanes.LaneConfig{
-			Depth: b.cfg.SubscriberLaneQueueDepth, Policy: b.lanePolicy, Log: b.log,
-			OnDrop:    func(*lanes.Deliver) { b.metrics.LaneDropped.Inc() },
-			OnRefused: func(*lanes.Deliver) { b.metrics.WriterRefused.Inc() },
-		}, func(m *actors.Mailbox) {
-			ref.Mailbox = m
-			b.metrics.Mailboxes().Add(actors.KindLane, m)
-		})
+		props := lanes.LaneProps(i, b.laneConfig(), func(m *actors.Mailbox) { ref.Mailbox = m })
 		if ref.PID, err = actors.Spawn(root, b.lanesSup, fmt.Sprintf("lane-%d", i), props, requestTimeout); err != nil {
 			b.stopActors()
 			return fmt.Errorf("broker: spawn lanes: %w", err)
 		}
+		b.dir.Add(ref.PID, actors.KindLane, ref.Mailbox, map[string]string{"lane": fmt.Sprint(i)})
 		b.lanes = append(b.lanes, ref)
 	}
 
@@ -180,7 +176,7 @@ func (b *Broker) Start() error {
 		return err
 	}
 	if b.cfg.Admin != "" {
-		if b.admin, err = startAdmin(b.cfg.Admin, b.metrics.Registry, b.log); err != nil {
+		if b.admin, err = startAdmin(b.cfg.Admin, b.metrics.Registry, b.log, b); err != nil {
 			_ = b.Stop(context.Background())
 			return err
 		}
@@ -267,23 +263,89 @@ func (b *Broker) stopActors() {
 // Open implements transport.Backend: it spawns the connection's writer.
 func (b *Broker) Open(info transport.ConnInfo) (transport.Session, error) {
 	s := &session{b: b, info: info, shards: make(map[shardKey]*streams.ShardRef), subs: make(map[uint64]*subscription)}
-	ref := &lanes.WriterRef{ConnID: info.ID, Budget: lanes.NewConnBudget(b.cfg.SubscriberEgressMaxBytes)}
+	w, err := s.spawnWriter(0)
+	if err != nil {
+		return nil, err
+	}
+	s.writer = w
+	return s, nil
+}
+
+// spawnWriter starts the connection's writer. generation > 0 names a
+// replacement for a writer that was stopped (chaos, or a crash loop).
+func (s *session) spawnWriter(generation int) (*lanes.WriterRef, error) {
+	b := s.b
+	ref := &lanes.WriterRef{ConnID: s.info.ID, Budget: lanes.NewConnBudget(b.cfg.SubscriberEgressMaxBytes)}
 	props := lanes.WriterProps(lanes.WriterConfig{
 		Log:           b.log,
 		Root:          b.system.Root,
 		OnStreamError: s.streamFailed,
+		OnStopped:     func() { s.writerStopped(ref) },
 		OnWritten:     b.countWritten,
-	}, func(m *actors.Mailbox) {
-		ref.Mailbox = m
-		b.metrics.Mailboxes().Add(actors.KindConnWriter, m)
-	})
-	pid, err := actors.Spawn(b.system.Root, b.connections, fmt.Sprintf("conn-%d", info.ID), props, requestTimeout)
+	}, func(m *actors.Mailbox) { ref.Mailbox = m })
+	name := fmt.Sprintf("conn-%d", s.info.ID)
+	if generation > 0 {
+		name = fmt.Sprintf("conn-%d.%d", s.info.ID, generation)
+	}
+	pid, err := actors.Spawn(b.system.Root, b.connections, name, props, requestTimeout)
 	if err != nil {
 		return nil, err
 	}
 	ref.PID = pid
-	s.writer = ref
-	return s, nil
+	b.dir.Add(pid, actors.KindConnWriter, ref.Mailbox, map[string]string{"conn": fmt.Sprint(s.info.ID), "remote": s.info.Remote.String(), "tenant": s.info.Tenant})
+	return ref, nil
+}
+
+// lane returns lane i, replacing it first if it was stopped for good.
+func (b *Broker) lane(i int) (lanes.LaneRef, error) {
+	b.lanesMu.Lock()
+	defer b.lanesMu.Unlock()
+	ref := b.lanes[i]
+	if !ref.Mailbox.IsClosed() {
+		return ref, nil
+	}
+	b.laneGen++
+	ref = lanes.LaneRef{Index: i}
+	props := lanes.LaneProps(i, b.laneConfig(), func(m *actors.Mailbox) { ref.Mailbox = m })
+	pid, err := actors.Spawn(b.system.Root, b.lanesSup, fmt.Sprintf("lane-%d.%d", i, b.laneGen), props, requestTimeout)
+	if err != nil {
+		return lanes.LaneRef{}, err
+	}
+	ref.PID = pid
+	b.dir.Add(pid, actors.KindLane, ref.Mailbox, map[string]string{"lane": fmt.Sprint(i)})
+	b.lanes[i] = ref
+	b.log.Warn().Int("lane", i).Str("actor", pid.Id).Msg("lane had stopped; replaced it")
+	return ref, nil
+}
+
+func (b *Broker) laneConfig() lanes.LaneConfig {
+	return lanes.LaneConfig{
+		Depth: b.cfg.SubscriberLaneQueueDepth, Policy: b.lanePolicy, Log: b.log,
+		OnDrop:    func(*lanes.Deliver) { b.metrics.LaneDropped.Inc() },
+		OnRefused: func(*lanes.Deliver) { b.metrics.WriterRefused.Inc() },
+	}
+}
+
+func (b *Broker) registryConfig() streams.RegistryConfig {
+	return streams.RegistryConfig{
+		Shard: streams.ShardConfig{
+			SubscriberPolicy: b.policy,
+			RingRecords:      b.cfg.ReplayRingRecords,
+			RingBytes:        b.cfg.ReplayRingMaxBytes,
+			RingTotal:        actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
+		},
+		PubQueueDepth: b.cfg.PubQueueDepth,
+		Log:           b.log,
+		OnStats:       b.countFanout,
+		OnSpawned: func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32) {
+			b.dir.Add(pid, actors.KindShard, mb, map[string]string{"stream": scope.String(), "shard": fmt.Sprint(shard)})
+		},
+	}
+}
+
+// supervisorProps returns a props builder for a plain supervisor of kind.
+func (b *Broker) supervisorProps(kind actors.Kind) func(func(*actors.Mailbox)) *actor.Props {
+	return func(created func(*actors.Mailbox)) *actor.Props { return actors.SupervisorProps(kind, created) }
 }
 
 func (b *Broker) feederBatch() subscribers.BatchConfig {

@@ -25,7 +25,12 @@ type shardKey struct {
 type session struct {
 	b      *Broker
 	info   transport.ConnInfo
-	writer *lanes.WriterRef
+	writer *lanes.WriterRef // guarded by mu once the session serves
+
+	// writerMu serialises replacing a stopped writer; never held with mu
+	// held first.
+	writerMu  sync.Mutex
+	writerGen int
 
 	mu     sync.Mutex
 	shards map[shardKey]*streams.ShardRef
@@ -37,7 +42,47 @@ type subscription struct {
 	id     uint64
 	feeder *actor.PID
 	shard  *streams.ShardRef
+	writer *lanes.WriterRef
 }
+
+// liveWriter returns the connection's writer, replacing it first if it was
+// stopped (its subscriptions ended with it; new ones need a writer).
+func (s *session) liveWriter() (*lanes.WriterRef, error) {
+	s.mu.Lock()
+	w := s.writer
+	s.mu.Unlock()
+	if !w.Mailbox.IsClosed() {
+		return w, nil
+	}
+	s.writerMu.Lock()
+	defer s.writerMu.Unlock()
+	s.mu.Lock()
+	w = s.writer
+	s.mu.Unlock()
+	if !w.Mailbox.IsClosed() {
+		return w, nil // another subscribe replaced it first
+	}
+	s.writerGen++
+	nw, err := s.spawnWriter(s.writerGen)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.writer = nw
+	s.mu.Unlock()
+	return nw, nil
+}
+
+// How a subscription ends, which decides what is left to tear down.
+type endReason int
+
+const (
+	endUnsubscribe  endReason = iota // the client asked: finish the stream cleanly
+	endStreamFailed                  // the writer saw the stream fail: it already let go
+	endFeederGone                    // the feeder stopped: reset the stream with an error
+	endWriterGone                    // the writer stopped: it already reset the streams
+	endConnClosed                    // the connection is gone
+)
 
 // shard returns the shard for scope, asking the registry on a miss or when
 // the cached shard has stopped.
@@ -118,15 +163,26 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		return nil, err
 	}
 
-	lane := s.b.lanes[s.b.selector.Select(id, s.info.ID)]
+	lane, err := s.b.lane(s.b.selector.Select(id, s.info.ID))
+	if err != nil {
+		_ = sink.Close()
+		return nil, wire.NewError(wire.CodeInternal, "writer lane: %v", err)
+	}
+	writer, err := s.liveWriter()
+	if err != nil {
+		_ = sink.Close()
+		return nil, wire.NewError(wire.CodeInternal, "connection writer: %v", err)
+	}
 	var queue *actors.Mailbox
 	props, egress := subscribers.Props(subscribers.Config{
 		SubscriptionID: id,
 		Batch:          s.b.feederBatch(),
 		Lane:           lane,
-		Writer:         s.writer,
+		Writer:         writer,
 		Root:           s.b.system.Root,
 		Log:            s.b.log,
+		Shard:          ref.PID,
+		OnStopped:      func() { s.feederStopped(id) },
 		Budget:         s.b.queueTotal,
 	}, actors.MailboxConfig{
 		Capacity:   capacity,
@@ -135,35 +191,38 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		Budget:     s.b.queueTotal,
 		KeepBudget: s.b.queueTotal != nil,
 		OnDrop:     s.b.countSubQueueDrop,
-	}, func(m *actors.Mailbox) {
-		queue = m
-		s.b.metrics.Mailboxes().Add(actors.KindFeeder, m)
-	})
+	}, func(m *actors.Mailbox) { queue = m })
 
 	root := s.b.system.Root
-	if _, err := root.RequestFuture(s.writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}, requestTimeout).Result(); err != nil {
+	if _, err := root.RequestFuture(writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}, requestTimeout).Result(); err != nil {
 		egress.Close()
 		_ = sink.Close()
 		return nil, wire.NewError(wire.CodeInternal, "register subscription with connection writer: %v", err)
 	}
 	feeder, err := actors.Spawn(root, s.b.subscribers, fmt.Sprintf("sub-%d", id), props, requestTimeout)
+	if err == nil {
+		s.b.dir.Add(feeder, actors.KindFeeder, queue, map[string]string{
+			"stream": scope.String(), "subscription": fmt.Sprint(id), "conn": fmt.Sprint(s.info.ID),
+			"lane": fmt.Sprint(lane.Index), "policy": s.b.policy.String(),
+		})
+	}
 	if err != nil {
-		root.Send(s.writer.PID, &lanes.Unregister{SubscriptionID: id})
+		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id})
 		return nil, wire.NewError(wire.CodeInternal, "spawn feeder: %v", err)
 	}
 	if _, err := root.RequestFuture(ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue}, requestTimeout).Result(); err != nil {
 		root.Stop(feeder)
-		root.Send(s.writer.PID, &lanes.Unregister{SubscriptionID: id})
+		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id})
 		return nil, wire.NewError(wire.CodeShardUnavailable, "register with stream %s: %v", scope, err)
 	}
 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		s.end(&subscription{id: id, feeder: feeder, shard: ref}, true)
+		s.end(&subscription{id: id, feeder: feeder, shard: ref, writer: writer}, endUnsubscribe)
 		return nil, wire.NewError(wire.CodeDraining, "connection closing")
 	}
-	s.subs[id] = &subscription{id: id, feeder: feeder, shard: ref}
+	s.subs[id] = &subscription{id: id, feeder: feeder, shard: ref, writer: writer}
 	s.mu.Unlock()
 	s.b.metrics.Subscriptions.Inc()
 	return &wire.Subscribed{RequestID: req.RequestID, SubscriptionID: id, QueueCapacity: capacity}, nil
@@ -180,39 +239,84 @@ func (s *session) grantCapacity(requested int64) int {
 
 // Unsubscribe ends one of this connection's subscriptions.
 func (s *session) Unsubscribe(id uint64) error {
-	s.mu.Lock()
-	sub, ok := s.subs[id]
-	delete(s.subs, id)
-	s.mu.Unlock()
-	if !ok {
+	sub := s.take(id)
+	if sub == nil {
 		return wire.NewError(wire.CodeNotFound, "no subscription %d on this connection", id)
 	}
-	s.end(sub, true)
+	s.end(sub, endUnsubscribe)
 	return nil
+}
+
+// take removes a subscription from the session; nil if it is already gone.
+func (s *session) take(id uint64) *subscription {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sub, ok := s.subs[id]
+	if !ok {
+		return nil
+	}
+	delete(s.subs, id)
+	return sub
 }
 
 // streamFailed is the connection writer telling us a subscription's stream
 // broke (the client reset it). It runs on the writer's goroutine: no waiting.
 func (s *session) streamFailed(id uint64, err error) {
-	s.mu.Lock()
-	sub, ok := s.subs[id]
-	delete(s.subs, id)
-	s.mu.Unlock()
-	if ok {
+	if sub := s.take(id); sub != nil {
 		s.b.log.Debug().Uint64("subscription", id).Err(err).Msg("event stream failed; subscription ended")
-		s.end(sub, false)
+		s.end(sub, endStreamFailed)
+	}
+}
+
+// feederStopped is a feeder telling us it stopped. After an Unsubscribe the
+// subscription is already gone; otherwise the feeder was stopped (chaos,
+// its shard or lane stopped, a crash loop) and the client is told.
+func (s *session) feederStopped(id uint64) {
+	if sub := s.take(id); sub != nil {
+		s.b.log.Warn().Uint64("subscription", id).Msg("feeder stopped; subscription ended with an error to the client")
+		s.end(sub, endFeederGone)
+	}
+}
+
+// writerStopped is a connection writer telling us it stopped. It has reset
+// every stream it owned; end the subscriptions it carried. A later
+// Subscribe gets a new writer (liveWriter).
+func (s *session) writerStopped(w *lanes.WriterRef) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	var gone []*subscription
+	for id, sub := range s.subs {
+		if sub.writer == w {
+			gone = append(gone, sub)
+			delete(s.subs, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(gone) > 0 {
+		s.b.log.Warn().Uint64("conn", s.info.ID).Int("subscriptions", len(gone)).Msg("connection writer stopped; its subscriptions ended with an error to the client")
+	}
+	for _, sub := range gone {
+		s.end(sub, endWriterGone)
 	}
 }
 
 // end tears a subscription down without waiting: the shard forgets it, the
 // feeder stops (closing its queue), and the writer finishes its stream.
-func (s *session) end(sub *subscription, unregister bool) {
+func (s *session) end(sub *subscription, why endReason) {
 	s.b.metrics.Subscriptions.Dec()
 	root := s.b.system.Root
 	root.Send(sub.shard.PID, &streams.RemoveSubscriber{ID: sub.id})
-	root.Stop(sub.feeder)
-	if unregister {
-		root.Send(s.writer.PID, &lanes.Unregister{SubscriptionID: sub.id})
+	if why != endFeederGone {
+		root.Stop(sub.feeder)
+	}
+	switch why {
+	case endUnsubscribe:
+		root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id})
+	case endFeederGone:
+		root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Abort: true})
 	}
 }
 
@@ -222,9 +326,10 @@ func (s *session) Close() {
 	s.closed = true
 	subs := s.subs
 	s.subs = nil
+	w := s.writer
 	s.mu.Unlock()
 	for _, sub := range subs {
-		s.end(sub, false)
+		s.end(sub, endConnClosed)
 	}
-	_ = s.b.system.Root.StopFuture(s.writer.PID).Wait()
+	_ = s.b.system.Root.StopFuture(w.PID).Wait()
 }

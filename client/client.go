@@ -26,6 +26,9 @@ var (
 	ErrClosed = errors.New("client: closed")
 	// ErrProtocol means the broker sent something this client cannot read.
 	ErrProtocol = errors.New("client: protocol error")
+	// ErrSubscriptionEnded means the broker ended a subscription itself
+	// (an actor serving it stopped, or its stream failed): subscribe again.
+	ErrSubscriptionEnded = errors.New("client: the broker ended the subscription; subscribe again")
 )
 
 // Options configure Dial. The zero value trusts the system roots.

@@ -63,7 +63,8 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 }
 
 // Err is why the subscription ended: nil while it runs, io.EOF after the
-// broker finished it cleanly, ErrClosed after Close.
+// broker finished it cleanly, ErrSubscriptionEnded when the broker ended it
+// (its stream or an actor serving it stopped), ErrClosed after Close.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -191,6 +192,10 @@ func (s *Subscription) read() {
 }
 
 func (s *Subscription) finish(err error) {
+	var se *quic.StreamError
+	if errors.As(err, &se) && uint64(se.ErrorCode) == wire.StreamCodeSubscriptionEnded {
+		err = ErrSubscriptionEnded
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {

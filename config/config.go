@@ -19,6 +19,10 @@ type Config struct {
 	// Admin is the admin HTTP address (/metrics, /live, /ready). Empty turns
 	// the endpoint off. Loopback by default: it has no authentication.
 	Admin string `yaml:"admin"`
+	// Chaos enables the admin endpoint's chaos routes, which crash or stop
+	// actors on request. Off by default, so a stray request cannot crash a
+	// production broker.
+	Chaos bool `yaml:"chaos"`
 	// LogLevel is a zerolog level name: trace, debug, info, warn, error.
 	LogLevel string `yaml:"log_level"`
 	// TLSCert and TLSKey name a PEM certificate and key; both empty means a

@@ -16,6 +16,12 @@ type EventStream interface {
 	Close() error
 }
 
+// Aborter is implemented by an EventStream that can be reset, so a client
+// learns its subscription ended by error rather than cleanly.
+type Aborter interface {
+	Abort()
+}
+
 // Register hands a subscription's event stream to the connection writer,
 // which owns it from then on. The writer responds with *Registered.
 type Register struct {
@@ -28,10 +34,12 @@ type Register struct {
 // Registered answers Register.
 type Registered struct{ SubscriptionID uint64 }
 
-// Unregister ends a subscription's stream once what is queued is written.
+// Unregister ends a subscription's stream: cleanly once what is queued is
+// written, or at once with a reset when Abort is set (the broker ended it).
 type Unregister struct {
 	actors.ControlMessage
 	SubscriptionID uint64
+	Abort          bool
 }
 
 // writeDone is a subscription's write goroutine reporting one finished write.
@@ -52,6 +60,9 @@ type WriterConfig struct {
 	// OnStreamError is told when a subscription's stream fails (the client
 	// reset it or the connection died); it must not block.
 	OnStreamError func(subscriptionID uint64, err error)
+	// OnStopped is told when the writer stops, after it reset every stream
+	// it still owned; it must not block.
+	OnStopped func()
 	// OnWritten counts what reached the network; it must not block.
 	OnWritten func(records int, bytes int64)
 }
@@ -128,8 +139,18 @@ func (w *connWriter) Receive(ctx actor.Context) {
 // connection ends when the transport closes the connection.
 func (w *connWriter) handleStopped() {
 	for id, s := range w.subs {
+		abort(s.stream)
 		w.finish(s)
 		delete(w.subs, id)
+	}
+	if w.cfg.OnStopped != nil {
+		w.cfg.OnStopped()
+	}
+}
+
+func abort(st EventStream) {
+	if a, ok := st.(Aborter); ok {
+		a.Abort()
 	}
 }
 
@@ -191,6 +212,12 @@ func (w *connWriter) handleUnregister(msg *Unregister) {
 		return
 	}
 	s.closing = true
+	if msg.Abort {
+		abort(s.stream)
+		w.finish(s)
+		delete(w.subs, s.id)
+		return
+	}
 	if !s.inFlight && len(s.queue) == 0 {
 		w.finish(s)
 		delete(w.subs, s.id)

@@ -5,8 +5,6 @@
 package metrics
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -40,12 +38,16 @@ type Metrics struct {
 
 	ActorRestarts *prometheus.CounterVec // kind, directive
 
-	mailboxes *MailboxSet
+	dir *actors.Directory
 }
 
-// New builds and registers every metric. budget, when set, is the broker-wide
-// subscriber queue byte budget, exported as a gauge.
-func New(budget *actors.ByteBudget) *Metrics {
+// Mailboxes is the actor directory whose live mailboxes the gauges read.
+func (m *Metrics) Mailboxes() *actors.Directory { return m.dir }
+
+// New builds and registers every metric. dir is the broker's actor
+// directory, whose live mailboxes the depth gauges read at scrape time;
+// budget, when set, is the broker-wide subscriber queue byte budget.
+func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 	r := prometheus.NewRegistry()
 	f := func(c prometheus.Collector) { r.MustRegister(c) }
 	counter := func(name, help string) prometheus.Counter {
@@ -82,69 +84,12 @@ func New(budget *actors.ByteBudget) *Metrics {
 		ConnectionsOpen:     gauge("felix_connections_open", "Connections that completed the QUIC handshake and are open."),
 		Subscriptions:       gauge("felix_subscriptions", "Live subscriptions."),
 		ActorRestarts:       vec("felix_actor_restarts_total", "Supervisor decisions on failed actors, by actor kind and directive.", "kind", "directive"),
-		mailboxes:           NewMailboxSet(),
+		dir:                 dir,
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f(&mailboxCollector{set: m.mailboxes, budget: budget})
+	f(&mailboxCollector{dir: dir, budget: budget})
 	return m
-}
-
-// Mailboxes is the set of live mailboxes the depth gauges read.
-func (m *Metrics) Mailboxes() *MailboxSet { return m.mailboxes }
-
-// MailboxSet tracks live mailboxes by actor kind. Closed mailboxes are
-// pruned at scrape time, so an owner only has to Add.
-type MailboxSet struct {
-	mu    sync.Mutex
-	boxes map[actors.Kind]map[*actors.Mailbox]struct{}
-}
-
-// NewMailboxSet returns an empty set.
-func NewMailboxSet() *MailboxSet {
-	return &MailboxSet{boxes: make(map[actors.Kind]map[*actors.Mailbox]struct{})}
-}
-
-// Add tracks m under kind.
-func (s *MailboxSet) Add(kind actors.Kind, m *actors.Mailbox) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.boxes[kind] == nil {
-		s.boxes[kind] = make(map[*actors.Mailbox]struct{})
-	}
-	s.boxes[kind][m] = struct{}{}
-}
-
-// KindTotals sums a kind's live mailboxes.
-type KindTotals struct {
-	Mailboxes int
-	Depth     int
-	Bytes     int64
-	PeakBytes int64 // the largest PeakBytes of any live mailbox of the kind
-	Capacity  int
-}
-
-// Totals returns the totals of every kind, pruning closed mailboxes.
-func (s *MailboxSet) Totals() map[actors.Kind]KindTotals {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[actors.Kind]KindTotals, len(s.boxes))
-	for kind, set := range s.boxes {
-		var t KindTotals
-		for m := range set {
-			if m.IsClosed() {
-				delete(set, m)
-				continue
-			}
-			t.Mailboxes++
-			t.Depth += m.UserMessageCount()
-			t.Bytes += m.Bytes()
-			t.PeakBytes = max(t.PeakBytes, m.PeakBytes())
-			t.Capacity += m.Config().Capacity
-		}
-		out[kind] = t
-	}
-	return out
 }
 
 var (
@@ -156,7 +101,7 @@ var (
 )
 
 type mailboxCollector struct {
-	set    *MailboxSet
+	dir    *actors.Directory
 	budget *actors.ByteBudget
 }
 
@@ -169,7 +114,7 @@ func (c *mailboxCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *mailboxCollector) Collect(ch chan<- prometheus.Metric) {
-	for kind, t := range c.set.Totals() {
+	for kind, t := range c.dir.Totals() {
 		k := string(kind)
 		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(t.Depth), k)
 		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(t.Bytes), k)
@@ -178,3 +123,6 @@ func (c *mailboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(totalDesc, prometheus.GaugeValue, float64(c.budget.Used()))
 }
+
+// KindTotals is the per-kind sum of live mailboxes the gauges report.
+type KindTotals = actors.KindTotals

@@ -35,8 +35,8 @@ type RegistryConfig struct {
 	Log           zerolog.Logger
 	// OnStats, when set, receives every publish's fanout stats on the shard's goroutine.
 	OnStats func(*FanoutStats)
-	// OnMailbox, when set, receives each new shard's mailbox (for gauges).
-	OnMailbox func(*actors.Mailbox)
+	// OnSpawned, when set, is told of each new shard (for the directory).
+	OnSpawned func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32)
 }
 
 // registry is the streams supervisor: the parent of every shard, and the
@@ -53,14 +53,11 @@ type shardKey struct {
 }
 
 // RegistryProps returns the props of the streams supervisor.
-func RegistryProps(cfg RegistryConfig) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return &registry{cfg: cfg, shards: make(map[shardKey]*ShardRef)}
-	},
-		actor.WithSupervisor(actors.ChildStrategy()),
-		actor.WithGuardian(actors.GuardianStrategy()),
-		actor.WithMailbox(actors.Producer(actors.MailboxConfig{Capacity: 4096, Policy: actors.Block}, nil)),
-	)
+func RegistryProps(cfg RegistryConfig, created func(*actors.Mailbox)) *actor.Props {
+	// One instance across restarts: losing the map would create a second
+	// shard for a stream that has one.
+	r := &registry{cfg: cfg, shards: make(map[shardKey]*ShardRef)}
+	return actors.SupervisorPropsFor(func() actor.Actor { return r }, created)
 }
 
 func (r *registry) Receive(ctx actor.Context) {
@@ -88,12 +85,7 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 		// The same instance on every restart: see shard.handleRestarting.
 		func() actor.Actor { return sh },
 		actors.MailboxConfig{Capacity: r.cfg.PubQueueDepth, Policy: actors.Block, OnDrop: failPublish},
-		func(m *actors.Mailbox) {
-			ref.Mailbox = m
-			if r.cfg.OnMailbox != nil {
-				r.cfg.OnMailbox(m)
-			}
-		},
+		func(m *actors.Mailbox) { ref.Mailbox = m },
 	)
 	pid, err := ctx.SpawnNamed(props, ShardName(msg.Scope, msg.Shard))
 	if err != nil {
@@ -101,6 +93,9 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 		return
 	}
 	ref.PID = pid
+	if r.cfg.OnSpawned != nil {
+		r.cfg.OnSpawned(pid, ref.Mailbox, msg.Scope, msg.Shard)
+	}
 	ctx.Watch(pid)
 	r.shards[key] = ref
 	ctx.Respond(ref)

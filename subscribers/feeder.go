@@ -50,6 +50,12 @@ type Config struct {
 	Log            zerolog.Logger
 	// OnLaneDrop is told when the lane had stopped and could not take a batch.
 	OnLaneDrop func(records int, bytes int64)
+	// Shard is the shard the subscription is registered with: the feeder
+	// watches it and ends the subscription if the shard stops for good.
+	Shard *actor.PID
+	// OnStopped is told when the feeder stops, whatever the reason, so the
+	// session can end the subscription; it must not block.
+	OnStopped func()
 	// Budget is the broker-wide subscriber budget when its mailbox keeps
 	// budget bytes on delivery (MailboxConfig.KeepBudget); the feeder passes
 	// them on with each batch until it is written. Nil when the total is off.
@@ -77,6 +83,8 @@ type feeder struct {
 	// out is a batch waiting for egress credit; the mailbox is held meanwhile,
 	// so the subscriber queue (not this actor) absorbs what keeps arriving.
 	out *lanes.Deliver
+	// laneGone is set when the lane refused as closed; the feeder then stops.
+	laneGone bool
 }
 
 // Props returns the props of a feeder. created receives its mailbox (the
@@ -105,19 +113,51 @@ func (f *feeder) selfPID() *actor.PID { return f.self }
 func (f *feeder) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		f.self = ctx.Self()
+		f.handleStarted(ctx)
+	case *actor.Terminated:
+		f.handleTerminated(ctx, msg)
 	case *actor.Restarting:
 		f.handleRestarting()
 	case *actor.Stopped:
 		f.handleStopped()
 	case *streams.Envelope:
 		f.handleEnvelope(msg)
+		if f.laneGone {
+			ctx.Stop(ctx.Self()) // see toLane
+		}
 	case *flushDue:
 		f.handleFlushDue(msg)
 	case *creditReturned:
 		f.handleCreditReturned()
 	default:
 		f.cfg.Log.Debug().Type("message", msg).Msg("feeder ignored message")
+	}
+}
+
+// handleStarted runs at spawn and after every restart. After a restart the
+// pending batch is still here (this same instance is reused) but the timer
+// that would have sent it was stopped: send it now, or it would wait for the
+// next publish.
+func (f *feeder) handleStarted(ctx actor.Context) {
+	f.self = ctx.Self()
+	if f.cfg.Shard != nil {
+		ctx.Watch(f.cfg.Shard)
+	}
+	if len(f.pending) > 0 && f.out == nil {
+		f.flush()
+	}
+	if f.laneGone {
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// handleTerminated: the shard stopped for good, so nothing will ever be
+// published to this subscription again. End it, with an error to the client,
+// rather than leave it silently waiting.
+func (f *feeder) handleTerminated(ctx actor.Context, msg *actor.Terminated) {
+	if f.cfg.Shard != nil && msg.Who.Equal(f.cfg.Shard) {
+		f.cfg.Log.Warn().Uint64("subscription", f.cfg.SubscriptionID).Str("shard", msg.Who.Id).Msg("shard stopped; ending its subscription")
+		ctx.Stop(ctx.Self())
 	}
 }
 
@@ -134,6 +174,9 @@ func (f *feeder) handleStopped() {
 		f.cfg.Budget.Release(f.out.Held) // its egress credit was never taken
 	}
 	f.pending, f.out, f.pendingHeld = nil, nil, 0
+	if f.cfg.OnStopped != nil {
+		f.cfg.OnStopped()
+	}
 }
 
 func (f *feeder) handleEnvelope(env *streams.Envelope) {
@@ -220,6 +263,10 @@ func (f *feeder) toLane(d *lanes.Deliver) {
 		if f.cfg.OnLaneDrop != nil {
 			f.cfg.OnLaneDrop(d.Records, d.Bytes)
 		}
+		// The lane was stopped for good: this subscription has no path to
+		// the network any more. The feeder stops (ending the subscription
+		// with an error to the client) instead of dropping forever.
+		f.laneGone = true
 	}
 }
 

@@ -288,5 +288,11 @@ func (h *connHandler) openEventStream(id uint64) (EventSink, error) {
 		us.CancelWrite(streamErrProtocol)
 		return nil, wire.NewError(wire.CodeInternal, "write event stream hello: %v", err)
 	}
-	return us, nil
+	return eventSink{us}, nil
 }
+
+// eventSink is a subscription's event stream; Abort resets it with
+// StreamCodeSubscriptionEnded when the broker ends the subscription itself.
+type eventSink struct{ *quic.SendStream }
+
+func (s eventSink) Abort() { s.CancelWrite(quic.StreamErrorCode(wire.StreamCodeSubscriptionEnded)) }

@@ -25,6 +25,15 @@ const HeaderLen = 12
 // ALPN is the TLS application protocol Felix brokers and clients speak.
 const ALPN = "felix/1"
 
+// QUIC stream error codes. StreamCodeSubscriptionEnded resets a
+// subscription's event stream that the broker ended itself (its feeder,
+// lane, writer or shard stopped), so the client can tell it from a clean
+// Unsubscribe (FIN) and from a lost connection.
+const (
+	StreamCodeProtocol          uint64 = 1
+	StreamCodeSubscriptionEnded uint64 = 0x10
+)
+
 // Frame flags say how a frame's payload is laid out. A frame with no flag
 // carries one msgpack control message.
 const (
