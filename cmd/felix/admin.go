@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/getfelix/felix-go/broker"
+)
+
+// adminOpts are the flags of commands that talk to a broker's admin endpoint.
+type adminOpts struct {
+	addr    string
+	timeout time.Duration
+}
+
+func (o *adminOpts) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.addr, "admin", "127.0.0.1:5080", "the broker's admin endpoint (felix broker --admin)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on the admin endpoint after this long")
+}
+
+// call sends one request to the admin endpoint and decodes its JSON answer.
+func (o *adminOpts) call(ctx context.Context, method, path string, body, into any) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+o.addr+path, rd)
+	if err != nil {
+		return usagef("bad --admin %q: %v", o.addr, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the admin endpoint at %s: is `felix broker` running with --admin %s? (%v)", o.addr, o.addr, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read admin answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return errors.New(e.Error)
+		}
+		return fmt.Errorf("admin endpoint answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	return json.Unmarshal(data, into)
+}
+
+type treeOpts struct {
+	admin adminOpts
+	json  bool
+	kind  string
+}
+
+func newTreeCmd() *command {
+	o := &treeOpts{}
+	fs := newFlagSet("tree")
+	o.admin.register(fs)
+	fs.BoolVar(&o.json, "json", false, "print the actors as JSON (one object with an \"actors\" list)")
+	fs.StringVar(&o.kind, "kind", "", "only actors of this kind: shard, feeder, lane, connection_writer, supervisor")
+	c := &command{
+		name:  "tree",
+		short: "print a broker's supervision tree with live mailbox depths",
+		long: `Prints the broker's actors as a tree: the supervisors, the stream shards, the
+subscription feeders, the writer lanes and the connection writers, each with
+its mailbox depth and bound, drops, restarts and what it serves.
+
+Examples:
+  felix tree
+  felix tree --kind feeder --json`,
+		flags: fs,
+	}
+	c.run = o.run
+	return c
+}
+
+func (o *treeOpts) run(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		return usagef("tree takes no arguments, got %q", args)
+	}
+	path := "/debug/actors"
+	if o.kind != "" {
+		path += "?kind=" + o.kind
+	}
+	var res struct {
+		Actors []broker.ActorInfo `json:"actors"`
+	}
+	if err := o.admin.call(ctx, http.MethodGet, path, nil, &res); err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	printTree(os.Stdout, res.Actors, o.kind != "")
+	return nil
+}
+
+// printTree indents each actor under its parent. With a kind filter the
+// parents are absent, so everything prints flat.
+func printTree(w io.Writer, list []broker.ActorInfo, flat bool) {
+	depth := map[string]int{}
+	for _, a := range list {
+		d := 0
+		if pd, ok := depth[a.Parent]; ok && !flat {
+			d = pd + 1
+		}
+		depth[a.Path] = d
+		name := a.Path
+		if i := strings.LastIndexByte(name, '/'); i >= 0 && d > 0 {
+			name = name[i+1:]
+		}
+		line := fmt.Sprintf("%s%s [%s] depth %d/%d", strings.Repeat("  ", d), name, a.Kind, a.MailboxDepth, a.Capacity)
+		if a.Policy != "" {
+			line += " " + a.Policy
+		}
+		if a.MailboxBytes > 0 {
+			line += fmt.Sprintf(" %dB", a.MailboxBytes)
+		}
+		if a.Dropped+a.Evicted > 0 {
+			line += fmt.Sprintf(" dropped %d evicted %d", a.Dropped, a.Evicted)
+		}
+		if a.Restarts > 0 {
+			line += fmt.Sprintf(" restarts %d", a.Restarts)
+		}
+		if a.LastFailure != nil {
+			line += fmt.Sprintf(" (last failure %s: %s)", a.LastFailure.At.Format(time.TimeOnly), a.LastFailure.Reason)
+		}
+		for _, k := range []string{"stream", "shard", "subscription", "conn", "lane", "remote"} {
+			if v, ok := a.Labels[k]; ok {
+				line += fmt.Sprintf(" %s=%s", k, v)
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
+}
