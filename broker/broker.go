@@ -21,6 +21,7 @@ import (
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/metrics"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/subscribers"
@@ -76,6 +77,8 @@ type Broker struct {
 
 	metrics *metrics.Metrics
 	dir     *actors.Directory
+	store   *metadata.Store
+	defs    []streams.Def // loaded from store at Start
 	admin   *adminServer
 
 	server       *transport.Server
@@ -118,13 +121,31 @@ func (b *Broker) Start() error {
 		b.system = actor.NewActorSystem(actors.LoggerFactory(b.log.With().Str("component", "actors").Logger()))
 		b.ownsSystem = true
 	}
+	store, err := metadata.Open(b.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	b.store = store
+	metas, err := store.Streams()
+	if err != nil {
+		_ = store.Close()
+		return err
+	}
+	for _, m := range metas {
+		d, err := fromMeta(m)
+		if err != nil {
+			_ = store.Close()
+			return fmt.Errorf("broker: stream %s/%s/%s in %s: %w", m.Tenant, m.Namespace, m.Stream, metadata.FileName, err)
+		}
+		b.defs = append(b.defs, d)
+	}
+
 	b.stopWatching = actors.WatchRestarts(b.system, b.log, func(ev *actor.SupervisorEvent, kind actors.Kind) {
 		b.metrics.ActorRestarts.WithLabelValues(string(kind), ev.Directive.String()).Inc()
 		b.dir.RecordFailure(ev.Child.Id, ev.Directive, fmt.Sprint(ev.Reason))
 	})
 	root := b.system.Root
 
-	var err error
 	// spawn starts a top-level supervisor; props is built by mk with the
 	// callback that captures its mailbox for the directory.
 	spawn := func(name string, kind actors.Kind, mk func(created func(*actors.Mailbox)) *actor.Props) *actor.PID {
@@ -144,14 +165,14 @@ func (b *Broker) Start() error {
 	b.lanesSup = spawn("lanes", actors.KindLane, b.supervisorProps(actors.KindLane))
 	b.connections = spawn("connections", actors.KindConnWriter, b.supervisorProps(actors.KindConnWriter))
 	if err != nil {
-		b.stopActors()
+		b.abortStart()
 		return fmt.Errorf("broker: spawn supervisors: %w", err)
 	}
 	for i := range b.cfg.SubscriberWriterLanes {
 		ref := lanes.LaneRef{Index: i}
 		props := lanes.LaneProps(i, b.laneConfig(), func(m *actors.Mailbox) { ref.Mailbox = m })
 		if ref.PID, err = actors.Spawn(root, b.lanesSup, fmt.Sprintf("lane-%d", i), props, requestTimeout); err != nil {
-			b.stopActors()
+			b.abortStart()
 			return fmt.Errorf("broker: spawn lanes: %w", err)
 		}
 		b.dir.Add(ref.PID, actors.KindLane, ref.Mailbox, map[string]string{"lane": fmt.Sprint(i)})
@@ -160,7 +181,7 @@ func (b *Broker) Start() error {
 
 	tlsConf, err := transport.ServerTLS(b.cfg.TLSCert, b.cfg.TLSKey, b.cfg.DataDir)
 	if err != nil {
-		b.stopActors()
+		b.abortStart()
 		return err
 	}
 	b.server, err = transport.Listen(b.cfg.Listen, tlsConf, transport.Config{
@@ -172,7 +193,7 @@ func (b *Broker) Start() error {
 		OnConnection:         b.countConnection,
 	}, b)
 	if err != nil {
-		b.stopActors()
+		b.abortStart()
 		return err
 	}
 	if b.cfg.Admin != "" {
@@ -239,6 +260,9 @@ func (b *Broker) Stop(ctx context.Context) error {
 	if b.stopWatching != nil {
 		b.stopWatching()
 	}
+	if b.store != nil {
+		err = errors.Join(err, b.store.Close())
+	}
 	if b.ownsSystem {
 		b.system.Shutdown()
 	}
@@ -262,7 +286,12 @@ func (b *Broker) stopActors() {
 
 // Open implements transport.Backend: it spawns the connection's writer.
 func (b *Broker) Open(info transport.ConnInfo) (transport.Session, error) {
-	s := &session{b: b, info: info, shards: make(map[shardKey]*streams.ShardRef), subs: make(map[uint64]*subscription)}
+	s := &session{
+		b: b, info: info,
+		defs:   make(map[wire.Scope]streams.Def),
+		shards: make(map[shardKey]*streams.ShardRef),
+		subs:   make(map[uint64]*subscription),
+	}
 	w, err := s.spawnWriter(0)
 	if err != nil {
 		return nil, err
@@ -336,6 +365,8 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 		},
 		PubQueueDepth: b.cfg.PubQueueDepth,
 		Log:           b.log,
+		Store:         defStore{b.store},
+		Defs:          b.defs,
 		OnStats:       b.countFanout,
 		OnSpawned: func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32) {
 			b.dir.Add(pid, actors.KindShard, mb, map[string]string{"stream": scope.String(), "shard": fmt.Sprint(shard)})
@@ -354,5 +385,20 @@ func (b *Broker) feederBatch() subscribers.BatchConfig {
 		MaxBytes:    b.cfg.EventBatchMaxBytes,
 		MaxDelay:    b.cfg.EventBatchMaxDelay,
 		SingleEvent: b.cfg.FanoutBatchSize <= 1,
+	}
+}
+
+// abortStart undoes a Start that failed part way.
+func (b *Broker) abortStart() {
+	b.stopActors()
+	if b.stopWatching != nil {
+		b.stopWatching()
+	}
+	if b.store != nil {
+		_ = b.store.Close()
+		b.store = nil
+	}
+	if b.ownsSystem {
+		b.system.Shutdown()
 	}
 }

@@ -33,6 +33,7 @@ type session struct {
 	writerGen int
 
 	mu     sync.Mutex
+	defs   map[wire.Scope]streams.Def
 	shards map[shardKey]*streams.ShardRef
 	subs   map[uint64]*subscription
 	closed bool
@@ -84,17 +85,52 @@ const (
 	endConnClosed                    // the connection is gone
 )
 
-// shard returns the shard for scope, asking the registry on a miss or when
-// the cached shard has stopped.
-func (s *session) shard(scope wire.Scope) (*streams.ShardRef, error) {
-	key := shardKey{scope: scope}
+// stream returns scope's definition, from the session's cache or the
+// registry (which makes an implicit in-memory stream on first use).
+func (s *session) stream(scope wire.Scope) (streams.Def, error) {
+	s.mu.Lock()
+	d, ok := s.defs[scope]
+	s.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	res, err := streams.Request[*streams.StreamResult](s.b.system.Root, s.b.registry, &streams.GetStream{Scope: scope, Create: true}, requestTimeout)
+	if err != nil {
+		return streams.Def{}, err
+	}
+	if res.Err != nil {
+		return streams.Def{}, res.Err
+	}
+	s.mu.Lock()
+	s.defs[scope] = res.Def
+	s.mu.Unlock()
+	return res.Def, nil
+}
+
+// forgetStream drops what the session cached about a stream that was
+// created, changed or deleted.
+func (s *session) forgetStream(scope wire.Scope) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.defs, scope)
+	for k := range s.shards {
+		if k.scope == scope {
+			delete(s.shards, k)
+		}
+	}
+}
+
+// shard returns shard n of scope, asking the registry on a miss or when the
+// cached shard has stopped.
+func (s *session) shard(scope wire.Scope, n uint32) (*streams.ShardRef, error) {
+	key := shardKey{scope: scope, shard: n}
 	s.mu.Lock()
 	ref, ok := s.shards[key]
 	s.mu.Unlock()
 	if ok && !ref.Mailbox.IsClosed() {
 		return ref, nil
 	}
-	ref, err := streams.Lookup(s.b.system.Root, s.b.registry, scope, 0, requestTimeout)
+	ref, err := streams.Lookup(s.b.system.Root, s.b.registry, scope, n, requestTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +161,11 @@ func (s *session) Publish(p *wire.Publish, done func(error)) error {
 
 func (s *session) admit(p *wire.Publish, done func(error)) error {
 	for attempt := 0; ; attempt++ {
-		ref, err := s.shard(p.Scope)
+		def, err := s.stream(p.Scope)
+		if err != nil {
+			return err
+		}
+		ref, err := s.shard(p.Scope, def.Routing.ShardFor(p.Key, def.Shards))
 		if err != nil {
 			return err
 		}
@@ -134,7 +174,10 @@ func (s *session) admit(p *wire.Publish, done func(error)) error {
 			return nil
 		case actors.Closed:
 			if attempt == 0 {
-				continue // the shard stopped; the registry makes a new one
+				// The shard stopped (or its stream was deleted): look again;
+				// the registry makes a new one.
+				s.forgetStream(p.Scope)
+				continue
 			}
 			return wire.NewError(wire.CodeShardUnavailable, "stream %s is not available", p.Scope)
 		default:
@@ -153,7 +196,14 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		return nil, err
 	}
 	capacity := s.grantCapacity(req.QueueCapacity)
-	ref, err := s.shard(scope)
+	if _, err := s.stream(scope); err != nil {
+		return nil, err
+	}
+	ref, err := s.shard(scope, req.Shard)
+	if err != nil && errors.Is(err, wire.ErrNotFound) {
+		s.forgetStream(scope) // the stream may have been recreated with more shards
+		ref, err = s.shard(scope, req.Shard)
+	}
 	if err != nil {
 		return nil, err
 	}

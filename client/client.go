@@ -192,6 +192,10 @@ func (c *Client) readControl() {
 			id = m.RequestID
 		case *wire.ErrorMsg:
 			id = m.RequestID
+		case *wire.StreamInfo:
+			id = m.RequestID
+		case *wire.StreamInfos:
+			id = m.RequestID
 		}
 		if ch, ok := c.waiters.LoadAndDelete(id); ok {
 			ch.(chan wire.Message) <- msg

@@ -23,6 +23,8 @@ type SubscribeOptions struct {
 	// (batches); zero takes the stream's default. The broker clamps it and
 	// Subscription.QueueCapacity says what was granted.
 	QueueCapacity int
+	// Shard picks the shard of a multi-shard stream (default 0).
+	Shard uint32
 }
 
 // Subscription receives a stream's events in publish order.
@@ -78,7 +80,7 @@ func (c *Client) Subscribe(ctx context.Context, st Stream, o SubscribeOptions) (
 	id := c.nextReq.Add(1)
 	res, err := c.request(ctx, id, &wire.Subscribe{
 		RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream,
-		QueueCapacity: int64(o.QueueCapacity),
+		QueueCapacity: int64(o.QueueCapacity), Shard: o.Shard,
 	})
 	if err != nil {
 		return nil, err

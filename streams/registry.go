@@ -35,6 +35,10 @@ type RegistryConfig struct {
 	Log           zerolog.Logger
 	// OnStats, when set, receives every publish's fanout stats on the shard's goroutine.
 	OnStats func(*FanoutStats)
+	// Store keeps explicit stream definitions; nil keeps them in memory only.
+	Store DefStore
+	// Defs are the stored definitions, loaded at start.
+	Defs []Def
 	// OnSpawned, when set, is told of each new shard (for the directory).
 	OnSpawned func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32)
 }
@@ -44,6 +48,7 @@ type RegistryConfig struct {
 // get the same shard. Only Receive touches it.
 type registry struct {
 	cfg    RegistryConfig
+	defs   map[wire.Scope]Def
 	shards map[shardKey]*ShardRef
 }
 
@@ -56,7 +61,10 @@ type shardKey struct {
 func RegistryProps(cfg RegistryConfig, created func(*actors.Mailbox)) *actor.Props {
 	// One instance across restarts: losing the map would create a second
 	// shard for a stream that has one.
-	r := &registry{cfg: cfg, shards: make(map[shardKey]*ShardRef)}
+	r := &registry{cfg: cfg, defs: make(map[wire.Scope]Def), shards: make(map[shardKey]*ShardRef)}
+	for _, d := range cfg.Defs {
+		r.defs[d.Scope] = d
+	}
 	return actors.SupervisorPropsFor(func() actor.Actor { return r }, created)
 }
 
@@ -64,6 +72,14 @@ func (r *registry) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *GetShard:
 		r.handleGetShard(ctx, msg)
+	case *GetStream:
+		r.handleGetStream(ctx, msg)
+	case *CreateStream:
+		r.handleCreateStream(ctx, msg)
+	case *ListStreams:
+		r.handleListStreams(ctx, msg)
+	case *DeleteStream:
+		r.handleDeleteStream(ctx, msg)
 	case *actor.Terminated:
 		r.handleTerminated(msg)
 	}
@@ -75,8 +91,13 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 		ctx.Respond(ref)
 		return
 	}
-	if err := msg.Scope.Validate(); err != nil {
+	def, err := r.def(msg.Scope, true)
+	if err != nil {
 		ctx.Respond(&ShardRef{Err: err})
+		return
+	}
+	if msg.Shard >= def.Shards {
+		ctx.Respond(&ShardRef{Err: wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", msg.Scope, def.Shards, msg.Shard)})
 		return
 	}
 	sh := newShard(msg.Scope, r.cfg.Shard, r.cfg.Log, r.cfg.OnStats)

@@ -46,6 +46,11 @@ type Session interface {
 	Subscribe(req *wire.Subscribe, open func(id uint64) (EventSink, error)) (*wire.Subscribed, error)
 	// Unsubscribe ends a subscription of this connection.
 	Unsubscribe(id uint64) error
+	// Stream administration.
+	CreateStream(req *wire.StreamCreate) (*wire.StreamInfo, error)
+	GetStream(req *wire.StreamGet) (*wire.StreamInfo, error)
+	ListStreams(req *wire.StreamList) (*wire.StreamInfos, error)
+	DeleteStream(req *wire.StreamDelete) error
 	// Close ends every subscription; the connection is gone.
 	Close()
 }

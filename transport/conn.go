@@ -238,11 +238,31 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 			return
 		}
 		r.reply(&wire.OK{RequestID: m.RequestID})
+	case *wire.StreamCreate:
+		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.CreateStream(m) })
+	case *wire.StreamGet:
+		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.GetStream(m) })
+	case *wire.StreamList:
+		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.ListStreams(m) })
+	case *wire.StreamDelete:
+		answer(r, m.RequestID, func() (wire.Message, error) {
+			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(m)
+		})
 	case *wire.Auth:
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "already authenticated"))
 	default:
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
 	}
+}
+
+// answer queues the reply of a request, or its error.
+func answer(r *responder, requestID uint64, do func() (wire.Message, error)) {
+	m, err := do()
+	if err != nil {
+		r.fail(requestID, wire.AsError(err))
+		return
+	}
+	r.reply(m)
 }
 
 // handlePublish admits one publish frame. It returns false when the frame is

@@ -20,6 +20,12 @@ const (
 	TypeOK               MsgType = "ok"
 	TypeError            MsgType = "error"
 	TypeEventStreamHello MsgType = "event_stream_hello"
+	TypeStreamCreate     MsgType = "stream_create"
+	TypeStreamGet        MsgType = "stream_get"
+	TypeStreamList       MsgType = "stream_list"
+	TypeStreamDelete     MsgType = "stream_delete"
+	TypeStreamInfo       MsgType = "stream_info"
+	TypeStreamInfos      MsgType = "stream_infos"
 )
 
 // Feature bits say which requests exist. They are negotiated in the
@@ -28,10 +34,11 @@ const (
 const (
 	FeatureErrorCodes      uint32 = 0x0000_0800
 	FeaturePublishPipeline uint32 = 0x0000_8000
+	FeatureStreamShards    uint32 = 0x0000_0020
 	FeatureSubscribeQueue  uint32 = 0x4000_0000
 
 	// SupportedFeatures is every feature this version implements.
-	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue
+	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards
 	// SupportedFlags is every frame flag this version reads and writes.
 	SupportedFlags = knownFlags
 )
@@ -66,6 +73,7 @@ type Subscribe struct {
 	Namespace     string `msgpack:"namespace"`
 	Stream        string `msgpack:"stream"`
 	QueueCapacity int64  `msgpack:"queue_capacity,omitempty"`
+	Shard         uint32 `msgpack:"shard,omitempty"`
 }
 
 // Scope returns the stream the request names.
@@ -107,6 +115,73 @@ type EventStreamHello struct {
 	SubscriptionID uint64 `msgpack:"subscription_id"`
 }
 
+// StreamCreate creates a stream; creating one that exists with the same
+// settings succeeds, with different settings fails. Answered by StreamInfo.
+type StreamCreate struct {
+	RequestID      uint64 `msgpack:"request_id"`
+	Tenant         string `msgpack:"tenant"`
+	Namespace      string `msgpack:"namespace"`
+	Stream         string `msgpack:"stream"`
+	Shards         uint32 `msgpack:"shards"`
+	Routing        string `msgpack:"routing,omitempty"`
+	RetentionBytes int64  `msgpack:"retention_bytes,omitempty"`
+	RetentionAgeMS int64  `msgpack:"retention_age_ms,omitempty"`
+}
+
+// StreamGet asks for one stream's definition; answered by StreamInfo.
+type StreamGet struct {
+	RequestID uint64 `msgpack:"request_id"`
+	Tenant    string `msgpack:"tenant"`
+	Namespace string `msgpack:"namespace"`
+	Stream    string `msgpack:"stream"`
+}
+
+// StreamList asks for the streams of a tenant, optionally of one namespace;
+// answered by StreamInfos.
+type StreamList struct {
+	RequestID uint64 `msgpack:"request_id"`
+	Tenant    string `msgpack:"tenant"`
+	Namespace string `msgpack:"namespace,omitempty"`
+}
+
+// StreamDelete deletes a stream: its subscriptions end and its shards stop.
+// Answered by OK.
+type StreamDelete struct {
+	RequestID uint64 `msgpack:"request_id"`
+	Tenant    string `msgpack:"tenant"`
+	Namespace string `msgpack:"namespace"`
+	Stream    string `msgpack:"stream"`
+}
+
+// StreamInfo describes a stream.
+type StreamInfo struct {
+	RequestID      uint64 `msgpack:"request_id"`
+	Tenant         string `msgpack:"tenant"`
+	Namespace      string `msgpack:"namespace"`
+	Stream         string `msgpack:"stream"`
+	Shards         uint32 `msgpack:"shards"`
+	Durable        bool   `msgpack:"durable"`
+	Routing        string `msgpack:"routing"`
+	RetentionBytes int64  `msgpack:"retention_bytes,omitempty"`
+	RetentionAgeMS int64  `msgpack:"retention_age_ms,omitempty"`
+	// Implicit is true for a stream made by its first publish or subscribe.
+	Implicit    bool  `msgpack:"implicit,omitempty"`
+	CreatedAtMS int64 `msgpack:"created_at_ms"`
+}
+
+// StreamInfos answers StreamList.
+type StreamInfos struct {
+	RequestID uint64       `msgpack:"request_id"`
+	Streams   []StreamInfo `msgpack:"streams"`
+}
+
+func (*StreamCreate) Type() MsgType { return TypeStreamCreate }
+func (*StreamGet) Type() MsgType    { return TypeStreamGet }
+func (*StreamList) Type() MsgType   { return TypeStreamList }
+func (*StreamDelete) Type() MsgType { return TypeStreamDelete }
+func (*StreamInfo) Type() MsgType   { return TypeStreamInfo }
+func (*StreamInfos) Type() MsgType  { return TypeStreamInfos }
+
 func (*Auth) Type() MsgType             { return TypeAuth }
 func (*AuthOK) Type() MsgType           { return TypeAuthOK }
 func (*Subscribe) Type() MsgType        { return TypeSubscribe }
@@ -134,6 +209,18 @@ func newMessage(t MsgType) Message {
 		return &ErrorMsg{}
 	case TypeEventStreamHello:
 		return &EventStreamHello{}
+	case TypeStreamCreate:
+		return &StreamCreate{}
+	case TypeStreamGet:
+		return &StreamGet{}
+	case TypeStreamList:
+		return &StreamList{}
+	case TypeStreamDelete:
+		return &StreamDelete{}
+	case TypeStreamInfo:
+		return &StreamInfo{}
+	case TypeStreamInfos:
+		return &StreamInfos{}
 	}
 	return nil
 }

@@ -1,0 +1,197 @@
+package streams
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// MaxShards bounds a stream's shard count.
+const MaxShards = 1024
+
+// Def is a stream's definition.
+type Def struct {
+	Scope          wire.Scope
+	Shards         uint32
+	Routing        Routing
+	Durable        bool
+	RetentionBytes int64
+	RetentionAge   time.Duration
+	// Implicit marks an in-memory, one-shard stream made by its first
+	// publish or subscribe. It is not stored: it vanishes with the broker.
+	Implicit  bool
+	CreatedAt time.Time
+}
+
+// sameSettings reports whether a create request matches an existing stream,
+// so a repeated create is idempotent and a conflicting one is refused.
+func (d Def) sameSettings(o Def) bool {
+	return d.Shards == o.Shards && d.Routing == o.Routing && d.Durable == o.Durable &&
+		d.RetentionBytes == o.RetentionBytes && d.RetentionAge == o.RetentionAge
+}
+
+// DefStore keeps explicit stream definitions across restarts. The registry
+// calls it inside Receive: stream administration is rare and must be
+// serialised with shard creation, so this is the one actor that does I/O,
+// and only for admin requests, never on the publish path.
+type DefStore interface {
+	PutStream(Def) error
+	DeleteStream(Def) error
+}
+
+// Messages the registry accepts besides GetShard. Each is a request: the
+// registry responds with *StreamResult or *StreamListResult.
+
+// CreateStream creates a stream, or confirms an identical one.
+type CreateStream struct {
+	actors.ControlMessage
+	Def Def
+}
+
+// GetStream returns a stream's definition, creating an implicit in-memory
+// stream on first use when Create is set.
+type GetStream struct {
+	actors.ControlMessage
+	Scope  wire.Scope
+	Create bool
+}
+
+// ListStreams lists a tenant's streams, optionally of one namespace.
+type ListStreams struct {
+	actors.ControlMessage
+	Tenant, Namespace string
+}
+
+// DeleteStream deletes a stream and stops its shards (their subscriptions
+// end with an error to their clients).
+type DeleteStream struct {
+	actors.ControlMessage
+	Scope wire.Scope
+}
+
+// StreamResult answers CreateStream, GetStream and DeleteStream.
+type StreamResult struct {
+	Def Def
+	Err error
+}
+
+// StreamListResult answers ListStreams.
+type StreamListResult struct {
+	Defs []Def
+}
+
+func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
+	d := msg.Def
+	if err := d.Scope.Validate(); err != nil {
+		ctx.Respond(&StreamResult{Err: err})
+		return
+	}
+	if d.Shards < 1 || d.Shards > MaxShards {
+		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest, "shards must be 1 to %d, got %d", MaxShards, d.Shards)})
+		return
+	}
+	if old, ok := r.defs[d.Scope]; ok && !old.Implicit {
+		if old.sameSettings(d) {
+			ctx.Respond(&StreamResult{Def: old})
+			return
+		}
+		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest,
+			"stream %s exists with other settings (%d shards, %s routing); delete it first or create it with the same settings", d.Scope, old.Shards, old.Routing)})
+		return
+	} else if ok && old.Implicit && d.Shards != 1 {
+		// An implicit stream has one shard live; growing it in place would
+		// move keys under running subscriptions.
+		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest,
+			"stream %s is already in use as an implicit one-shard stream; create streams before first use, or delete it first", d.Scope)})
+		return
+	}
+	d.Implicit = false
+	if d.CreatedAt.IsZero() {
+		d.CreatedAt = time.Now().UTC()
+	}
+	if r.cfg.Store != nil {
+		if err := r.cfg.Store.PutStream(d); err != nil {
+			ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeStorage, "%v", err)})
+			return
+		}
+	}
+	r.defs[d.Scope] = d
+	ctx.Respond(&StreamResult{Def: d})
+}
+
+func (r *registry) handleGetStream(ctx actor.Context, msg *GetStream) {
+	d, err := r.def(msg.Scope, msg.Create)
+	ctx.Respond(&StreamResult{Def: d, Err: err})
+}
+
+// def returns scope's definition, making an implicit one when create is set.
+func (r *registry) def(scope wire.Scope, create bool) (Def, error) {
+	if d, ok := r.defs[scope]; ok {
+		return d, nil
+	}
+	if !create {
+		return Def{}, wire.NewError(wire.CodeNotFound, "no stream %s", scope)
+	}
+	if err := scope.Validate(); err != nil {
+		return Def{}, err
+	}
+	d := Def{Scope: scope, Shards: 1, Implicit: true, CreatedAt: time.Now().UTC()}
+	r.defs[scope] = d
+	return d, nil
+}
+
+func (r *registry) handleListStreams(ctx actor.Context, msg *ListStreams) {
+	var out []Def
+	for s, d := range r.defs {
+		if s.Tenant == msg.Tenant && (msg.Namespace == "" || s.Namespace == msg.Namespace) {
+			out = append(out, d)
+		}
+	}
+	sortDefs(out)
+	ctx.Respond(&StreamListResult{Defs: out})
+}
+
+func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
+	d, ok := r.defs[msg.Scope]
+	if !ok {
+		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeNotFound, "no stream %s", msg.Scope)})
+		return
+	}
+	if r.cfg.Store != nil && !d.Implicit {
+		if err := r.cfg.Store.DeleteStream(d); err != nil {
+			ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeStorage, "%v", err)})
+			return
+		}
+	}
+	delete(r.defs, msg.Scope)
+	for k, ref := range r.shards {
+		if k.scope == msg.Scope {
+			ctx.Stop(ref.PID)
+			delete(r.shards, k)
+		}
+	}
+	ctx.Respond(&StreamResult{Def: d})
+}
+
+func sortDefs(defs []Def) {
+	sort.Slice(defs, func(i, j int) bool { return defs[i].Scope.String() < defs[j].Scope.String() })
+}
+
+// Request sends a registry request from outside the actor system and waits.
+func Request[T any](root *actor.RootContext, registry *actor.PID, msg any, timeout time.Duration) (T, error) {
+	var zero T
+	res, err := root.RequestFuture(registry, msg, timeout).Result()
+	if err != nil {
+		return zero, fmt.Errorf("streams: registry: %w", err)
+	}
+	t, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("streams: registry answered %T", res)
+	}
+	return t, nil
+}
