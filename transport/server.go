@@ -39,17 +39,25 @@ type Config struct {
 }
 
 // QUICConfig returns the quic-go settings shared by broker and client.
-// Windows are raised from quic-go's defaults because one stream carries a
-// subscription's whole fanout; the keep-alive lets an idle client survive.
+//
+// The receive windows are what keeps one frozen subscription from stalling
+// its whole connection. Data a client has not read counts against both its
+// stream's window and the connection's; if one stream's window can grow as
+// large as the connection's, one subscription that stops reading blocks
+// every other stream of the connection, control answers included (seen in
+// TestSlowConsumerIsolation with quic-go's defaults). So the connection
+// window starts large and a stream's stays a small fraction of it: 16
+// frozen streams, not one, would be needed to fill it.
 func QUICConfig() *quic.Config {
 	return &quic.Config{
-		MaxIdleTimeout:             30 * time.Second,
-		KeepAlivePeriod:            5 * time.Second,
-		MaxIncomingStreams:         1024,
-		MaxIncomingUniStreams:      16384,
-		InitialStreamReceiveWindow: 1 << 20,
-		MaxStreamReceiveWindow:     16 << 20,
-		MaxConnectionReceiveWindow: 64 << 20,
+		MaxIdleTimeout:                 30 * time.Second,
+		KeepAlivePeriod:                5 * time.Second,
+		MaxIncomingStreams:             1024,
+		MaxIncomingUniStreams:          16384,
+		InitialStreamReceiveWindow:     512 << 10,
+		MaxStreamReceiveWindow:         4 << 20,
+		InitialConnectionReceiveWindow: 64 << 20,
+		MaxConnectionReceiveWindow:     64 << 20,
 	}
 }
 
