@@ -84,7 +84,7 @@ func TestStreamAdmin(t *testing.T) {
 	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 3}); !errors.Is(err, wire.ErrInvalidRequest) {
 		t.Fatalf("create again with other settings: %v, want invalid_request", err)
 	}
-	for _, bad := range []client.StreamConfig{{Shards: streams.MaxShards + 1}, {Shards: 1, Routing: "ring"}, {Shards: 1, RetentionBytes: -1}} {
+	for _, bad := range []client.StreamConfig{{Shards: streams.MaxShards + 1}, {Shards: 1, Routing: "ring"}, {Shards: 1, RetentionBytes: -1}, {Shards: 1, RetentionAge: time.Hour}} {
 		if _, err := c.CreateStream(ctx, client.Stream{Name: "bad"}, bad); !errors.Is(err, wire.ErrInvalidRequest) {
 			t.Fatalf("create %+v: %v, want invalid_request", bad, err)
 		}
@@ -133,7 +133,7 @@ func TestStreamDefinitionsSurviveRestart(t *testing.T) {
 	defer cancel()
 	b := brokertest.Start(t, cfg)
 	c := brokertest.Dial(t, b, cfg)
-	if _, err := c.CreateStream(ctx, client.Stream{Name: "kept"}, client.StreamConfig{Shards: 3, Routing: "jump", RetentionAge: time.Hour}); err != nil {
+	if _, err := c.CreateStream(ctx, client.Stream{Name: "kept"}, client.StreamConfig{Shards: 3, Routing: "jump"}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	if err := c.Publish(ctx, client.Stream{Name: "passing"}, []byte("x"), client.PublishOptions{}); err != nil {
@@ -149,8 +149,8 @@ func TestStreamDefinitionsSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("info after restart: %v", err)
 	}
-	if info.Shards != 3 || info.Routing != "jump" || info.RetentionAge != time.Hour {
-		t.Fatalf("after restart: %+v, want 3 jump shards, 1h retention", info)
+	if info.Shards != 3 || info.Routing != "jump" || info.Implicit {
+		t.Fatalf("after restart: %+v, want 3 explicit jump shards", info)
 	}
 	if _, err := c2.StreamInfo(ctx, client.Stream{Name: "passing"}); !errors.Is(err, wire.ErrNotFound) {
 		t.Fatalf("implicit stream after restart: %v, want not_found", err)

@@ -110,6 +110,13 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 			"stream %s is already in use as an implicit one-shard stream; create streams before first use, or delete it first", d.Scope)})
 		return
 	}
+	if !d.Durable && (d.RetentionBytes > 0 || d.RetentionAge > 0) {
+		// Accepting it would be a setting that does nothing: an in-memory
+		// stream keeps only its replay ring, bounded by the ring's knobs.
+		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest,
+			"retention applies to durable streams; an in-memory stream keeps only its replay ring (replay_ring_records, replay_ring_max_bytes)")})
+		return
+	}
 	d.Implicit = false
 	if d.CreatedAt.IsZero() {
 		d.CreatedAt = time.Now().UTC()

@@ -24,6 +24,7 @@ type subOpts struct {
 	count         int
 	json          bool
 	queueCapacity int
+	shard         uint32
 }
 
 func newSubCmd() *command {
@@ -33,6 +34,7 @@ func newSubCmd() *command {
 	fs.IntVar(&o.count, "count", 0, "exit after this many messages (0: run until SIGINT or SIGTERM)")
 	fs.BoolVar(&o.json, "json", false, `print one JSON object per message: {"stream":"t/ns/s","payload":"..."}, `+
 		`plus "payload_base64" when the payload is not valid UTF-8`)
+	fs.Uint32Var(&o.shard, "shard", 0, "the shard of a multi-shard stream to read (see felix stream info)")
 	fs.IntVar(&o.queueCapacity, "queue-capacity", 0, "ask the broker for this subscriber queue capacity, in batches (0: the broker's default)")
 	c := &command{
 		name:  "sub",
@@ -68,7 +70,7 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeClient(c)
-	sub, err := c.Subscribe(ctx, o.conn.streamRef(), client.SubscribeOptions{QueueCapacity: o.queueCapacity})
+	sub, err := c.Subscribe(ctx, o.conn.streamRef(), client.SubscribeOptions{QueueCapacity: o.queueCapacity, Shard: o.shard})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted before anything was asked of us

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/getfelix/felix-go/client"
+)
+
+type streamOpts struct {
+	conn    connOpts
+	shards  uint32
+	routing string
+	json    bool
+}
+
+func newStreamCmd() *command {
+	o := &streamOpts{}
+	fs := newFlagSet("stream")
+	o.conn.register(fs)
+	fs.Uint32Var(&o.shards, "shards", 1, "create: the shard count; a key picks the shard, no key goes to shard 0")
+	fs.StringVar(&o.routing, "routing", "modulo", "create: how keys map to shards: modulo or jump (jump consistent hashing)")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+	c := &command{
+		name:  "stream",
+		args:  "create|ls|info|rm",
+		short: "create, list, describe and delete streams",
+		long: `Administers streams. A stream that is only published or subscribed to is
+made implicitly, in memory, with one shard; create one first to give it
+shards or jump routing. (Durable streams and their retention come with the
+durable log.) Definitions survive a broker restart.
+
+  felix stream create --stream S [--shards N] [--routing modulo|jump]
+  felix stream ls [--namespace NS]
+  felix stream info --stream S
+  felix stream rm --stream S`,
+		flags: fs,
+	}
+	c.run = o.run
+	return c
+}
+
+func (o *streamOpts) run(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return usagef("stream needs one of create, ls, info, rm; got %q", args)
+	}
+	verb := args[0]
+	switch verb {
+	case "create", "info", "rm":
+		if err := o.conn.check(); err != nil {
+			return err
+		}
+	case "ls":
+		if o.conn.stream != "" {
+			return usagef("ls lists a namespace's streams; drop --stream")
+		}
+	default:
+		return usagef("unknown stream command %q (want create, ls, info or rm)", verb)
+	}
+	c, err := o.conn.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = c.Close(cctx)
+	}()
+	switch verb {
+	case "create":
+		info, err := c.CreateStream(ctx, o.conn.streamRef(), client.StreamConfig{Shards: o.shards, Routing: o.routing})
+		if err != nil {
+			return err
+		}
+		return o.print([]client.StreamInfo{info})
+	case "info":
+		info, err := c.StreamInfo(ctx, o.conn.streamRef())
+		if err != nil {
+			return err
+		}
+		return o.print([]client.StreamInfo{info})
+	case "rm":
+		if err := c.DeleteStream(ctx, o.conn.streamRef()); err != nil {
+			return err
+		}
+		if o.json {
+			return json.NewEncoder(os.Stdout).Encode(map[string]string{"deleted": o.conn.scope()})
+		}
+		fmt.Printf("deleted %s\n", o.conn.scope())
+		return nil
+	default: // ls
+		ns := o.conn.namespace
+		list, err := c.ListStreams(ctx, ns)
+		if err != nil {
+			return err
+		}
+		return o.print(list)
+	}
+}
+
+func (o *streamOpts) print(list []client.StreamInfo) error {
+	if o.json {
+		type row struct {
+			Stream         string `json:"stream"`
+			Shards         uint32 `json:"shards"`
+			Routing        string `json:"routing"`
+			Durable        bool   `json:"durable"`
+			RetentionBytes int64  `json:"retention_bytes"`
+			RetentionAge   string `json:"retention_age"`
+			Implicit       bool   `json:"implicit"`
+			CreatedAt      string `json:"created_at"`
+		}
+		enc := json.NewEncoder(os.Stdout)
+		for _, s := range list {
+			if err := enc.Encode(row{
+				Stream: s.Stream.Tenant + "/" + s.Stream.Namespace + "/" + s.Stream.Name, Shards: s.Shards, Routing: s.Routing,
+				Durable: s.Durable, RetentionBytes: s.RetentionBytes, RetentionAge: s.RetentionAge.String(),
+				Implicit: s.Implicit, CreatedAt: s.CreatedAt.Format(time.RFC3339),
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(list) == 0 {
+		fmt.Println("no streams")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "STREAM\tSHARDS\tROUTING\tKIND\tRETENTION\tCREATED")
+	for _, s := range list {
+		kind := "in-memory"
+		if s.Implicit {
+			kind = "in-memory (implicit)"
+		}
+		if s.Durable {
+			kind = "durable"
+		}
+		ret := "-"
+		if s.RetentionBytes > 0 || s.RetentionAge > 0 {
+			ret = fmt.Sprintf("%dB/%s", s.RetentionBytes, s.RetentionAge)
+		}
+		fmt.Fprintf(w, "%s/%s/%s\t%d\t%s\t%s\t%s\t%s\n", s.Stream.Tenant, s.Stream.Namespace, s.Stream.Name,
+			s.Shards, s.Routing, kind, ret, s.CreatedAt.Format(time.RFC3339))
+	}
+	return w.Flush()
+}
