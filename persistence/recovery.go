@@ -1,0 +1,437 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Open opens the log in dir, creating dir and an empty log if needed, and
+// recovers it by the rules in the package documentation. On success the
+// whole recovered log is durable and the syncer is running; Close stops it.
+func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	o := options{fs: osFS{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	l := &Log{
+		dir:        dir,
+		cfg:        cfg,
+		fs:         o.fs,
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		syncerDone: make(chan struct{}),
+	}
+	if err := l.recover(); err != nil {
+		return nil, err
+	}
+	go l.runSyncer()
+	return l, nil
+}
+
+// recover builds the log's state from dir. Nothing runs concurrently with
+// it, so it sets l.mu's fields without the lock's help.
+func (l *Log) recover() (err error) {
+	fsys := l.fs
+	if err := fsys.MkdirAll(l.dir, 0o755); err != nil {
+		return fmt.Errorf("persistence: create %s: %w", l.dir, err)
+	}
+	bases, err := sweepDir(fsys, l.dir)
+	if err != nil {
+		return err
+	}
+	marked, markSeq, markFound, err := readMark(fsys, l.dir)
+	if err != nil {
+		return err
+	}
+
+	var segs []*segment
+	defer func() {
+		if err != nil {
+			for _, s := range segs {
+				_ = s.finalize(fsys) // not deleted: this only closes
+			}
+		}
+	}()
+	if len(bases) == 0 {
+		if marked > 0 {
+			return &ErrCorrupt{Segment: markName, Reason: fmt.Sprintf("offsets below %d were synced but the log has no segments", marked)}
+		}
+		s, err := createSegment(fsys, l.dir, 0)
+		if err != nil {
+			return fmt.Errorf("persistence: create the first segment: %w", err)
+		}
+		segs = append(segs, s)
+	} else {
+		for _, base := range bases {
+			s, err := openSegment(fsys, l.dir, base)
+			if err != nil {
+				return err
+			}
+			segs = append(segs, s)
+		}
+		if segs, err = l.checkSegments(segs, marked); err != nil {
+			return err
+		}
+	}
+
+	active := segs[len(segs)-1]
+	if active.index == nil { // a new segment has its index files open already
+		if err := active.openIndexFiles(fsys); err != nil {
+			return fmt.Errorf("persistence: write index of %s: %w", active.name(), err)
+		}
+	}
+	// Make what was recovered durable before the mark says so: after a
+	// kill -9 the page cache held records no fsync had covered yet.
+	for _, s := range segs {
+		if s.next > marked || s == active {
+			if err := s.log.Sync(); err != nil {
+				return fmt.Errorf("persistence: fsync %s: %w", s.name(), err)
+			}
+		}
+	}
+	if err := fsys.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("persistence: fsync %s: %w", l.dir, err)
+	}
+	end := active.next
+	if markFound {
+		l.mark, err = openMark(fsys, l.dir, markSeq, marked)
+		if err == nil {
+			if err = l.mark.write(end); err != nil {
+				l.mark.close()
+				err = fmt.Errorf("persistence: write %s: %w", markName, err)
+			}
+		}
+	} else {
+		l.mark, err = createMark(fsys, l.dir, end)
+	}
+	if err != nil {
+		return err
+	}
+
+	l.mu.segments = segs
+	l.mu.next = end
+	l.mu.synced = end
+	for _, s := range segs {
+		l.mu.lastTime = max(l.mu.lastTime, s.lastTime)
+	}
+	return nil
+}
+
+// sweepDir removes what an interrupted deletion or mark creation left
+// behind (*.deleted files, durable.mark.tmp, index files without a log) and
+// returns the segment bases in offset order.
+func sweepDir(fsys FS, dir string) ([]uint64, error) {
+	entries, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: read %s: %w", dir, err)
+	}
+	var bases []uint64
+	var indexes []string
+	logs := map[uint64]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, deletedSuffix) || name == markTmpName {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("persistence: remove %s: %w", name, err)
+			}
+			continue
+		}
+		base, ext, ok := parseSegmentName(name)
+		switch {
+		case !ok:
+		case ext == logExt:
+			bases = append(bases, base)
+			logs[base] = true
+		default:
+			indexes = append(indexes, name)
+		}
+	}
+	for _, name := range indexes {
+		if base, _, _ := parseSegmentName(name); !logs[base] {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("persistence: remove %s: %w", name, err)
+			}
+		}
+	}
+	slices.Sort(bases)
+	return bases, nil
+}
+
+// createSegment creates an empty segment at base, its index files open.
+// The error is the file system's, which names the file.
+func createSegment(fsys FS, dir string, base uint64) (*segment, error) {
+	s := &segment{dir: dir, base: base, next: base, refs: 1}
+	f, err := fsys.OpenFile(s.path(logExt), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	s.log = f
+	if err := s.openIndexFiles(fsys); err != nil {
+		s.closeIndexFiles()
+		f.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSegment opens an existing segment's log; size is the file's size
+// until checkSegments has found where its last complete batch ends.
+func openSegment(fsys FS, dir string, base uint64) (*segment, error) {
+	s := &segment{dir: dir, base: base, next: base, refs: 1}
+	f, err := fsys.OpenFile(s.path(logExt), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: open %s: %w", s.name(), err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("persistence: stat %s: %w", s.name(), err)
+	}
+	s.log, s.size = f, fi.Size()
+	return s, nil
+}
+
+// defect is the first damaged batch a scan met.
+type defect struct {
+	pos    int64
+	offset uint64 // the offset the batch should have started at
+	reason string
+	// torn: damage a crash can leave (see isFrameError). A checksummed
+	// batch that is inconsistent was written that way and is never torn.
+	torn bool
+}
+
+// checkSegments validates segs in order, truncates a torn tail, removes
+// empty segments that follow it, and returns the segments that remain, open
+// (also with an error: the caller closes them).
+func (l *Log) checkSegments(segs []*segment, marked uint64) ([]*segment, error) {
+	for i := 0; i < len(segs); i++ {
+		s := segs[i]
+		fileSize := s.size
+		laterEmpty := !slices.ContainsFunc(segs[i+1:], func(t *segment) bool { return t.size > 0 })
+		canBeTail := i == len(segs)-1 || laterEmpty
+
+		loaded, ok := loadIndexes(l.fs, s, fileSize)
+		// Everything the mark does not cover is scanned: from the last
+		// index entry at or below the mark, so that damage anywhere in
+		// unsynced data is classified, not only at the very end.
+		var res scanResult
+		var err error
+		k := -1
+		if ok && !l.cfg.VerifyOnOpen {
+			k = sort.Search(len(loaded), func(i int) bool { return s.base+uint64(loaded[i].rel) > marked }) - 1
+		}
+		if k >= 0 {
+			from := loaded[k]
+			res, err = scanSegment(s, int64(from.pos), s.base+uint64(from.rel), from.time, fileSize, loaded[:k+1:k+1], l.cfg.IndexIntervalBytes)
+		} else {
+			res, err = scanSegment(s, 0, s.base, 0, fileSize, nil, l.cfg.IndexIntervalBytes)
+		}
+		if err != nil {
+			return segs, fmt.Errorf("persistence: read %s: %w", s.name(), err)
+		}
+
+		if d := res.defect; d != nil {
+			corrupt := &ErrCorrupt{Segment: s.name(), Position: d.pos, Reason: d.reason}
+			switch {
+			case !d.torn:
+				return segs, corrupt
+			case d.offset < marked:
+				corrupt.Reason += fmt.Sprintf(" (offsets below %d were synced)", marked)
+				return segs, corrupt
+			case !canBeTail:
+				corrupt.Reason += " in a sealed segment"
+				return segs, corrupt
+			}
+			at, found, err := validBatchAfter(s.log, d.pos+1, fileSize)
+			if err != nil {
+				return segs, fmt.Errorf("persistence: read %s: %w", s.name(), err)
+			}
+			if found {
+				corrupt.Reason += fmt.Sprintf(", followed by a valid batch at byte %d", at)
+				return segs, corrupt
+			}
+			if err := s.log.Truncate(res.size); err != nil {
+				return segs, fmt.Errorf("persistence: truncate %s: %w", s.name(), err)
+			}
+		}
+		s.size, s.next, s.lastTime = res.size, res.next, res.lastTime
+		s.entries, s.lastIndexed = res.entries, res.lastIndexed
+
+		if i < len(segs)-1 && (res.defect != nil || s.next != segs[i+1].base) {
+			if res.defect == nil && !(s.next < segs[i+1].base && s.next >= marked && laterEmpty) {
+				return segs, &ErrCorrupt{Segment: segs[i+1].name(), Reason: fmt.Sprintf("offsets do not continue: %s ends at offset %d", s.name(), s.next)}
+			}
+			// A torn tail: the empty segments after it were created for
+			// batches that never reached the device.
+			drop := segs[i+1:]
+			segs = segs[:i+1]
+			if err := removeSegments(l.fs, drop); err != nil {
+				return segs, err
+			}
+		}
+		if i < len(segs)-1 && (!ok || !slices.Equal(res.entries, loaded)) {
+			if err := s.openIndexFiles(l.fs); err != nil {
+				return segs, fmt.Errorf("persistence: write index of %s: %w", s.name(), err)
+			}
+			s.closeIndexFiles()
+		}
+	}
+	last := segs[len(segs)-1]
+	if last.next < marked {
+		return segs, &ErrCorrupt{Segment: last.name(), Position: last.size,
+			Reason: fmt.Sprintf("log ends at offset %d, but offsets below %d were synced", last.next, marked)}
+	}
+	return segs, nil
+}
+
+// removeSegments closes and deletes segments recovery drops.
+func removeSegments(fsys FS, segs []*segment) error {
+	for _, s := range segs {
+		_ = s.finalize(fsys) // a close error on a file being deleted changes nothing
+	}
+	for _, s := range segs {
+		for _, ext := range []string{logExt, indexExt, timeIndexExt} {
+			if err := fsys.Remove(s.path(ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("persistence: remove %s: %w", segmentName(s.base, ext), err)
+			}
+		}
+	}
+	return nil
+}
+
+// loadIndexes reads a segment's index files and returns their entries if
+// they can be trusted: both files whole (parseIndexes) and the last entry
+// pointing at a valid batch with the entry's offset and time. false means
+// rebuild from the log.
+func loadIndexes(fsys FS, s *segment, logSize int64) ([]indexEntry, bool) {
+	offsets, err := readWholeFile(fsys, s.path(indexExt))
+	if err != nil {
+		return nil, false
+	}
+	times, err := readWholeFile(fsys, s.path(timeIndexExt))
+	if err != nil {
+		return nil, false
+	}
+	entries, err := parseIndexes(offsets, times, logSize)
+	if err != nil {
+		return nil, false
+	}
+	if n := len(entries); n > 0 {
+		e := entries[n-1]
+		r := chunkReader{f: s.log, size: logSize}
+		v, _, err := r.batchAt(int64(e.pos))
+		if err != nil || v.base != s.base+uint64(e.rel) || v.time != e.time {
+			return nil, false
+		}
+	}
+	return entries, true
+}
+
+func readWholeFile(fsys FS, path string) ([]byte, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, fi.Size())
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// scanChunk is recovery's read size: it reads whole segment tails.
+const scanChunk = 1 << 20
+
+// scanResult is what scanSegment learned: the segment up to its last
+// complete batch, and the first damage after that, if any.
+type scanResult struct {
+	size        int64
+	next        uint64
+	lastTime    int64
+	entries     []indexEntry
+	lastIndexed int64
+	defect      *defect
+}
+
+// scanSegment reads s's batches from pos, where the batch at offset off
+// starts, to fileSize: it checks each one, rebuilds index entries for the
+// ones due (appending to entries), and stops at the first damage. The error
+// is an I/O failure; damage is reported as res.defect.
+func scanSegment(s *segment, pos int64, off uint64, lastTime int64, fileSize int64, entries []indexEntry, interval int) (scanResult, error) {
+	res := scanResult{size: pos, next: off, lastTime: lastTime, entries: entries, lastIndexed: pos}
+	r := chunkReader{f: s.log, size: fileSize, chunk: scanChunk}
+	for pos < fileSize {
+		frame, err := r.frameAt(pos)
+		var v batchView
+		var n int
+		if err == nil {
+			v, n, err = decodeBatch(frame)
+		}
+		switch {
+		case err != nil && isFrameError(err):
+			res.defect = &defect{pos: pos, offset: res.next, reason: err.Error(), torn: true}
+			return res, nil
+		case err == errMalformed:
+			res.defect = &defect{pos: pos, offset: res.next, reason: err.Error()}
+			return res, nil
+		case err != nil:
+			return res, err
+		case v.base != res.next:
+			res.defect = &defect{pos: pos, offset: res.next, reason: (&offsetMismatch{got: v.base, want: res.next}).Error()}
+			return res, nil
+		case v.time < res.lastTime:
+			res.defect = &defect{pos: pos, offset: res.next, reason: fmt.Sprintf("batch time %d is before the previous batch's %d", v.time, res.lastTime)}
+			return res, nil
+		}
+		if indexDue(pos, res.lastIndexed, interval) {
+			res.entries = append(res.entries, indexEntry{rel: uint32(v.base - s.base), pos: uint32(pos), time: v.time})
+			res.lastIndexed = pos
+		}
+		pos += int64(n)
+		res.size, res.next, res.lastTime = pos, v.next(), v.time
+	}
+	return res, nil
+}
+
+// validBatchAfter looks for a checksummed batch starting anywhere in
+// [from, size): its presence is what makes damage "inside" the log rather
+// than a torn tail. Only the rest of one segment is searched, and a real
+// batch after damage is met within one batch's length.
+func validBatchAfter(f File, from, size int64) (int64, bool, error) {
+	r := chunkReader{f: f, size: size, chunk: scanChunk}
+	for p := from; p+minFrameLen <= size; p++ {
+		hdr, err := r.bytes(p, frameHeaderLen)
+		if err != nil {
+			return 0, false, err
+		}
+		if hdr[0] != batchMagicV1 {
+			continue
+		}
+		frame, err := r.frameAt(p)
+		if err != nil {
+			if isFrameError(err) {
+				continue
+			}
+			return 0, false, err
+		}
+		if _, _, err := decodeBatch(frame); err == nil {
+			return p, true, nil
+		}
+	}
+	return 0, false, nil
+}

@@ -1,0 +1,168 @@
+package persistence
+
+import (
+	"time"
+)
+
+// waiter is one WaitDurable call: ch receives once every record below upTo
+// is fsynced, or the error that means it never will be.
+type waiter struct {
+	upTo uint64
+	ch   chan error
+}
+
+// WaitDurable returns a channel that receives nil once every record below
+// upTo (Appended.Next) is on the device, or the error that poisoned the log,
+// or ErrClosed. It never blocks, and it asks the syncer for a pass now,
+// whatever the policy: under FsyncPeriodic or FsyncNone a caller that needs
+// one batch durable need not wait for the interval. The channel is buffered,
+// so nobody has to receive from it.
+//
+// Durability is monotonic, so a caller acking a stream of appends need wait
+// only for the newest: the shard can post itself one message per completed
+// wait instead of one per append.
+func (l *Log) WaitDurable(upTo uint64) <-chan error {
+	ch := make(chan error, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.mu.err != nil:
+		ch <- l.mu.err
+	case upTo <= l.mu.synced:
+		ch <- nil
+	case l.mu.closed:
+		ch <- ErrClosed
+	case upTo > l.mu.next:
+		ch <- &ErrOffsetInFuture{Requested: upTo, Available: l.mu.next}
+	default:
+		l.mu.waiters = append(l.mu.waiters, waiter{upTo: upTo, ch: ch})
+		l.kick()
+	}
+	return ch
+}
+
+// Sync blocks until everything appended so far is durable. It is for callers
+// that may block (tests, tools, shutdown); an actor uses WaitDurable.
+func (l *Log) Sync() error {
+	return <-l.WaitDurable(l.NextOffset())
+}
+
+// kick asks the syncer for a pass. A pass already asked for covers this
+// request too, which is what groups commits.
+func (l *Log) kick() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runSyncer is the log's only goroutine. It makes one pass per wake-up or
+// tick and exits when Close closes l.stop; Close then makes the final pass
+// itself. A pass that fails poisons the log, after which passes do nothing.
+func (l *Log) runSyncer() {
+	defer close(l.syncerDone)
+	var tick <-chan time.Time
+	if l.cfg.Fsync == FsyncPeriodic {
+		t := time.NewTicker(l.cfg.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.wake:
+		case <-tick:
+		}
+		l.syncOnce()
+	}
+}
+
+// syncOnce fsyncs every segment written since the last pass, the directory
+// if a segment was created, then the durable mark, and completes the waiters
+// the pass covers. Appends may run meanwhile: they land in the next pass.
+func (l *Log) syncOnce() {
+	l.mu.Lock()
+	if l.mu.err != nil || (len(l.mu.dirty) == 0 && !l.mu.dirDirty && l.mu.synced == l.mu.next) {
+		l.mu.Unlock()
+		return
+	}
+	target := l.mu.next
+	segs := l.mu.dirty
+	for _, s := range segs {
+		s.dirty = false
+	}
+	l.mu.dirty = nil
+	syncDir := l.mu.dirDirty
+	l.mu.dirDirty = false
+	l.mu.Unlock()
+
+	err := l.syncFiles(segs, syncDir, target)
+
+	l.mu.Lock()
+	if err != nil {
+		l.poisonLocked(err)
+	} else {
+		l.mu.synced = target
+		kept := l.mu.waiters[:0]
+		for _, w := range l.mu.waiters {
+			if w.upTo <= target {
+				w.ch <- nil
+			} else {
+				kept = append(kept, w)
+			}
+		}
+		clear(l.mu.waiters[len(kept):])
+		l.mu.waiters = kept
+	}
+	var last []*segment
+	for _, s := range segs {
+		if l.releaseLocked(s) {
+			last = append(last, s)
+		}
+	}
+	l.mu.Unlock()
+	for _, s := range last {
+		// Only a segment retention removed can end here, and its unlink
+		// failing leaves a *.deleted file that Open removes.
+		_ = s.finalize(l.fs)
+	}
+}
+
+// syncFiles is the I/O of one pass, in the order that makes the mark true:
+// the data and the directory entries first, the mark after them.
+func (l *Log) syncFiles(segs []*segment, syncDir bool, target uint64) error {
+	for _, s := range segs {
+		if err := s.log.Sync(); err != nil {
+			return &ErrIO{Op: "fsync", Path: s.path(logExt), Err: err}
+		}
+	}
+	if syncDir {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return &ErrIO{Op: "fsync", Path: l.dir, Err: err}
+		}
+	}
+	if err := l.mark.write(target); err != nil {
+		return &ErrIO{Op: "write and fsync", Path: l.mark.path, Err: err}
+	}
+	return nil
+}
+
+// poisonLocked records the log's first I/O error, fails every waiter with
+// it, and returns the poison (the first error, not necessarily err).
+// REQUIRES: l.mu is held.
+func (l *Log) poisonLocked(err error) error {
+	if l.mu.err == nil {
+		l.mu.err = err
+		l.failWaitersLocked(err)
+	}
+	return l.mu.err
+}
+
+// failWaitersLocked REQUIRES: l.mu is held.
+func (l *Log) failWaitersLocked(err error) {
+	for _, w := range l.mu.waiters {
+		w.ch <- err
+	}
+	l.mu.waiters = nil
+}
