@@ -1,0 +1,410 @@
+#!/usr/bin/env bash
+# Felix vs NATS, side by side on this machine, as medians of N runs and a
+# Felix/NATS ratio. Method and latest results: docs/BENCHMARKS.md, section
+# "Felix vs NATS (side by side)".
+#
+#   bench/compare.sh [-n RUNS] [--quick]
+#
+#   -n RUNS   runs of every scenario on each system (default 3)
+#   --quick   a tenth of the messages, 3 s latency runs, 1 run: checks the
+#             script, not the brokers
+#
+# It installs pinned NATS tools into bench/tools/bin (git-ignored; skipped
+# when already there), builds felix, starts nats-server and two felix
+# brokers as separate processes on 127.0.0.1 (free ports), and runs, Felix
+# and NATS alternating (which goes first flips every run):
+#   core fanout    128 B and 1 KiB, fanout 1 and 10: felix bench (throughput
+#                  profile) vs nats bench sub + nats bench pub
+#   latency        128 B at 1000 msg/s for LAT_DUR, fanout 1 and 10: felix
+#                  bench (latency profile) vs bench/natslat (same method)
+#   slow consumer  a SIGSTOPped subscriber next to a healthy one: the healthy
+#                  one's rate as a share of its rate with no frozen peer
+# It writes bench/results/latest.md (the table), latest.tsv (medians),
+# latest-raw.tsv (every run) and latest.svg (the chart, from bench/chart).
+#
+# Sizes can be changed through the environment: CORE_N_128 (1000000),
+# CORE_N_1K (200000), LAT_DUR (10s), SLOW_N (1000000), STEP_TIMEOUT (180,
+# seconds, the bound on any one command). IDLE_MIN (0: off) gates each
+# Felix/NATS pair on the machine being at least that % idle (vmstat, 1 s),
+# waiting up to GATE_WAIT seconds (60) and then running anyway; the idle
+# seen before each pair goes into the report.
+set -euo pipefail
+
+RUNS=3
+QUICK=0
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	-n) RUNS=${2:?-n needs a number}; shift 2 ;;
+	--quick) QUICK=1; shift ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+	esac
+done
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: -n wants a positive number, got $RUNS" >&2; exit 2; }
+
+CORE_N_128=${CORE_N_128:-1000000}
+CORE_N_1K=${CORE_N_1K:-200000}
+LAT_DUR=${LAT_DUR:-10s}
+SLOW_N=${SLOW_N:-1000000}
+STEP_TIMEOUT=${STEP_TIMEOUT:-180}
+IDLE_MIN=${IDLE_MIN:-0}
+GATE_WAIT=${GATE_WAIT:-60}
+if ((QUICK)); then
+	CORE_N_128=$((CORE_N_128 / 10)) CORE_N_1K=$((CORE_N_1K / 10)) SLOW_N=$((SLOW_N / 10))
+	LAT_DUR=3s RUNS=1
+fi
+
+NATS_SERVER_MOD=github.com/nats-io/nats-server/v2@v2.15.2
+NATSCLI_MOD=github.com/nats-io/natscli/nats@v0.5.0
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$ROOT/bench
+TOOLS=$BENCH/tools/bin
+RESULTS=$BENCH/results
+mkdir -p "$TOOLS" "$RESULTS"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/felix-compare.XXXXXX")
+PIDS=()   # every background process this script started
+FROZEN=() # the SIGSTOPped ones, continued before they are killed
+
+log() { printf '%s compare: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+cleanup() {
+	local p
+	for p in "${FROZEN[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	sleep 0.3
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+# bounded runs a command under STEP_TIMEOUT (then SIGKILL 5 s later).
+bounded() { timeout -k 5 "$STEP_TIMEOUT" "$@"; }
+
+# start_bg LOG CMD...: runs CMD in the background, its output in LOG; the
+# pid is in $BG.
+start_bg() {
+	local out=$1
+	shift
+	"$@" >"$out" 2>&1 &
+	BG=$!
+	PIDS+=("$BG")
+}
+
+# stop_pid PID: continue, terminate and reap one process of ours.
+stop_pid() {
+	kill -CONT "$1" 2>/dev/null || true
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+# wait_until DESC SECONDS CMD...: polls CMD every 0.1 s until it succeeds.
+wait_until() {
+	local desc=$1 secs=$2 i
+	shift 2
+	for ((i = 0; i < secs * 10; i++)); do
+		if "$@"; then return 0; fi
+		sleep 0.1
+	done
+	log "gave up after ${secs}s waiting for $desc"
+	return 1
+}
+
+# ---- tools ---------------------------------------------------------------
+
+install_tool() { # BIN MODULE@VERSION
+	local bin=$1 mod=$2
+	if [[ -x $TOOLS/$bin ]] && "$TOOLS/$bin" --version 2>&1 | grep -qF "${mod##*@}"; then
+		return
+	fi
+	log "installing $mod into bench/tools/bin (nats-server takes about 3 minutes to build)"
+	GOBIN=$TOOLS go install "$mod"
+}
+install_tool nats-server "$NATS_SERVER_MOD"
+install_tool nats "$NATSCLI_MOD"
+log "building felix, bench/natslat and bench/chart"
+(cd "$ROOT" && go build -o "$TOOLS/felix" ./cmd/felix && go build -o "$TOOLS/chart" ./bench/chart)
+(cd "$BENCH/natslat" && go build -o "$TOOLS/natslat" .)
+FELIX=$TOOLS/felix
+NATS=$TOOLS/nats
+
+# ---- machine -------------------------------------------------------------
+
+CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo unknown)
+idle() { vmstat 1 2 | tail -1 | awk '{print $15}'; }
+IDLE_START=$(idle)
+MACHINE="$(nproc) CPUs ($CPU), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), $(go version | awk '{print $3}')"
+log "machine: $MACHINE; idle ${IDLE_START}% before the runs"
+
+# ---- servers -------------------------------------------------------------
+
+start_bg "$WORK/nats.log" "$TOOLS/nats-server" -a 127.0.0.1 -p -1
+NATS_PID=$BG
+wait_until "nats-server to listen" 20 grep -q 'Listening for client connections on' "$WORK/nats.log"
+NATS_PORT=$(grep -o 'client connections on [0-9.]*:[0-9]*' "$WORK/nats.log" | head -1 | sed 's/.*://')
+export NATS_URL=nats://127.0.0.1:$NATS_PORT
+
+# start_felix NAME ARGS...: a felix broker on free ports; sets ${NAME}_ADDR,
+# ${NAME}_ADMIN and ${NAME}_CA.
+start_felix() {
+	local name=$1
+	shift
+	local dir=$WORK/$name
+	start_bg "$WORK/$name.log" "$FELIX" broker --listen 127.0.0.1:0 --addr-file "$dir.addr" --admin 127.0.0.1:0 \
+		--data-dir "$dir" --log-format json "$@"
+	wait_until "felix broker $name to write its address" 20 test -s "$dir.addr"
+	printf -v "${name}_ADDR" '%s' "$(tr -d '\n' <"$dir.addr")"
+	printf -v "${name}_ADMIN" '%s' "$(grep -o '"admin":"[^"]*"' "$WORK/$name.log" | head -1 | cut -d'"' -f4)"
+	printf -v "${name}_CA" '%s' "$dir/cert.pem"
+}
+# LOSSLESS: block queues end to end, as the reference harness runs (no drops,
+# so every message is counted). DEFAULT: the broker's defaults (drop_new),
+# for the slow-consumer scenario, where block would stall the healthy peer
+# by design.
+start_felix LOSSLESS --subscriber-queue-policy block --subscriber-lane-queue-policy block
+start_felix DEFAULT
+log "nats-server at $NATS_URL; felix (block) at $LOSSLESS_ADDR, admin $LOSSLESS_ADMIN; felix (defaults) at $DEFAULT_ADDR"
+
+# ---- measuring -----------------------------------------------------------
+
+RAW=$WORK/raw.tsv
+: >"$RAW"
+# rec SCENARIO SYSTEM RUN METRIC VALUE (NA when the run failed)
+rec() {
+	local v=${5:-NA}
+	[[ -n $v ]] || v=NA
+	printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$v" >>"$RAW"
+	log "  $2 run $3: $1: $4 = $v"
+}
+# jget FIELD: a number field from the one-line JSON on stdin.
+jget() { grep -o "\"$1\":[-0-9.e+]*" | head -1 | cut -d: -f2; }
+
+# felix_bench BROKER ARGS...: felix bench against a running broker, JSON on
+# stdout. A run that is not clean (exit 1) still prints its JSON; its
+# problem goes to the log.
+felix_bench() {
+	local b=$1 rc=0
+	shift
+	local addr=${b}_ADDR ca=${b}_CA
+	bounded "$FELIX" bench --broker "${!addr}" --ca "${!ca}" --json --quiet "$@" 2>"$WORK/felix-bench.err" || rc=$?
+	if ((rc != 0)); then
+		log "  felix bench exited $rc: $(tr '\n' ' ' <"$WORK/felix-bench.err")"
+	fi
+}
+
+# nats_core SUBJECT SIZE COUNT CLIENTS: nats bench sub (CLIENTS subscribers)
+# then nats bench pub; prints the subscribers' aggregated msgs/s.
+nats_core() {
+	local subj=$1 size=$2 n=$3 clients=$4 sub rc=0
+	bounded "$NATS" bench sub "$subj" --clients "$clients" --msgs "$n" --size "$size" --no-progress >"$WORK/nsub.out" 2>&1 &
+	sub=$!
+	PIDS+=("$sub")
+	sleep 1.5 # as in the peers notes: the subscribers are registered
+	bounded "$NATS" bench pub "$subj" --clients 1 --msgs "$n" --size "$size" --no-progress >"$WORK/npub.out" 2>&1 || rc=$?
+	wait "$sub" || rc=$?
+	if ((rc != 0)); then
+		log "  nats bench failed ($rc): $(tail -3 "$WORK/nsub.out" | tr '\n' ' ')"
+		return
+	fi
+	grep -Eo 'subscriber (aggregated )?stats: [0-9,]+ msgs/sec' "$WORK/nsub.out" | head -1 | grep -Eo '[0-9,]+ msgs' | tr -d ', msg'
+}
+
+core() { # RUN SIZE COUNT FANOUT SYSTEM
+	local run=$1 size=$2 n=$3 f=$4 sys=$5 label
+	label="core $(human_size "$size"), fanout $f"
+	if [[ $sys == felix ]]; then
+		rec "$label" felix "$run" deliveries/s \
+			"$(felix_bench LOSSLESS --profile throughput --payload "$size" --count "$n" --fanout "$f" | jget deliveries_per_s)"
+	else
+		rec "$label" nats "$run" deliveries/s "$(nats_core "core.$run.$size.$f" "$size" "$n" "$f")"
+	fi
+}
+
+latency() { # RUN FANOUT SYSTEM
+	local run=$1 f=$2 sys=$3 out label rc=0
+	label="latency 128 B @1000/s, fanout $f"
+	if [[ $sys == felix ]]; then
+		out=$(felix_bench LOSSLESS --profile latency --payload 128 --rate 1000 --duration "$LAT_DUR" --fanout "$f")
+	else
+		out=$(bounded "$TOOLS/natslat" --server "$NATS_URL" --subject "lat.$run.$f" --size 128 --rate 1000 --duration "$LAT_DUR" \
+			--fanout "$f" 2>"$WORK/natslat.err") || rc=$?
+		((rc == 0)) || log "  natslat exited $rc: $(tr '\n' ' ' <"$WORK/natslat.err")"
+	fi
+	rec "$label" "$sys" "$run" p50 "$(jget p50_us <<<"$out")"
+	rec "$label" "$sys" "$run" p99 "$(jget p99_us <<<"$out")"
+}
+
+# healthy_felix STREAM: felix bench as the publisher plus the healthy
+# subscriber on the DEFAULT broker; prints its delivered msgs/s. No --admin:
+# the frozen peer's drops are not this run's, and the run checks that the
+# healthy subscriber got every message.
+healthy_felix() {
+	felix_bench DEFAULT --profile throughput --payload 128 --count "$SLOW_N" --fanout 1 --stream "$1" | jget deliveries_per_s
+}
+
+healthy_nats() { nats_core "$1" 128 "$SLOW_N" 1; }
+
+slow() { # RUN SYSTEM
+	local run=$1 sys=$2 base frozen_rate frozen share
+	local stream=slow-$run-$sys
+	if [[ $sys == felix ]]; then
+		base=$(healthy_felix "$stream-alone")
+		"$FELIX" sub --broker "$DEFAULT_ADDR" --ca "$DEFAULT_CA" --stream "$stream" >/dev/null 2>"$WORK/frozen.err" &
+		frozen=$!
+		PIDS+=("$frozen")
+		wait_until "the frozen felix sub to subscribe" 20 grep -q '^subscribed$' "$WORK/frozen.err"
+	else
+		base=$(healthy_nats "$stream-alone")
+		"$NATS" sub "$stream" --raw >/dev/null 2>"$WORK/frozen.err" &
+		frozen=$!
+		PIDS+=("$frozen")
+		sleep 0.5
+	fi
+	kill -STOP "$frozen"
+	FROZEN+=("$frozen")
+	if [[ $sys == felix ]]; then
+		frozen_rate=$(healthy_felix "$stream")
+	else
+		frozen_rate=$(healthy_nats "$stream")
+	fi
+	stop_pid "$frozen"
+	rec "slow consumer 128 B" "$sys" "$run" "healthy msg/s, alone" "$base"
+	rec "slow consumer 128 B" "$sys" "$run" "healthy msg/s, frozen peer" "$frozen_rate"
+	share=NA
+	if [[ $base =~ ^[0-9.e+]+$ && $frozen_rate =~ ^[0-9.e+]+$ ]]; then
+		share=$(awk -v a="$frozen_rate" -v b="$base" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print "NA" }')
+	fi
+	rec "slow consumer 128 B" "$sys" "$run" "healthy share" "$share"
+}
+
+human_size() { if (($1 % 1024 == 0)); then echo "$(($1 / 1024)) KiB"; else echo "$1 B"; fi; }
+
+# gate: waits (up to GATE_WAIT s) for IDLE_MIN % idle; records the idle seen.
+IDLES=$WORK/idles
+: >"$IDLES"
+gate() {
+	local i id
+	id=$(idle)
+	for ((i = 1; i < GATE_WAIT && id < IDLE_MIN; i++)); do id=$(idle); done
+	((id >= IDLE_MIN)) || log "  machine only ${id}% idle after ${GATE_WAIT}s (IDLE_MIN $IDLE_MIN): running anyway"
+	echo "$id" >>"$IDLES"
+}
+
+# both RUN FUNC ARGS...: FUNC for Felix and for NATS, in alternating order,
+# after the idle gate.
+both() {
+	local run=$1
+	shift
+	gate
+	if ((run % 2 == 1)); then
+		"$@" felix
+		"$@" nats
+	else
+		"$@" nats
+		"$@" felix
+	fi
+}
+
+START=$(date +%s)
+for ((run = 1; run <= RUNS; run++)); do
+	log "run $run of $RUNS"
+	both "$run" core "$run" 128 "$CORE_N_128" 1
+	both "$run" core "$run" 128 "$CORE_N_128" 10
+	both "$run" core "$run" 1024 "$CORE_N_1K" 1
+	both "$run" core "$run" 1024 "$CORE_N_1K" 10
+	both "$run" latency "$run" 1
+	both "$run" latency "$run" 10
+	both "$run" slow "$run"
+done
+IDLE_END=$(idle)
+ELAPSED=$(($(date +%s) - START))
+
+# ---- medians and the table -------------------------------------------------
+
+# values SCENARIO METRIC SYSTEM: that cell's run values, in run order.
+values() { awk -F'\t' -v s="$1" -v m="$2" -v y="$3" '$1 == s && $4 == m && $2 == y { print $5 }' "$RAW"; }
+# median of the numeric values on stdin ("NA" when none).
+median() {
+	grep -E '^[-0-9.e+]+$' | sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) { print "NA"; exit }
+		if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+unit_of() {
+	case $1 in
+	*msg/s* | deliveries/s) echo msg/s ;;
+	p50 | p99) echo µs ;;
+	"healthy share") echo share ;;
+	esac
+}
+fmt() { # VALUE UNIT
+	[[ $1 == NA ]] && { echo "n/a"; return; }
+	case $2 in
+	msg/s) awk -v v="$1" 'BEGIN { s = sprintf("%.0f", v); o = ""; n = length(s)
+		for (i = 1; i <= n; i++) { o = o substr(s, i, 1); if ((n - i) % 3 == 0 && i < n) o = o "," } print o }' ;;
+	µs) awk -v v="$1" 'BEGIN { printf "%.0f µs", v }' ;;
+	share) awk -v v="$1" 'BEGIN { printf "%.0f%%", v * 100 }' ;;
+	*) echo "$1" ;;
+	esac
+}
+runs_list() { # SCENARIO METRIC SYSTEM UNIT
+	local out="" v
+	while read -r v; do out+="${out:+, }$(fmt "$v" "$4")"; done < <(values "$1" "$2" "$3")
+	echo "$out"
+}
+
+SUMMARY=$WORK/summary.tsv
+: >"$SUMMARY"
+TABLE=$WORK/table.md
+{
+	echo "| Scenario | Metric | Felix (median) | NATS (median) | Felix / NATS | Felix runs | NATS runs |"
+	echo "|---|---|---|---|---|---|---|"
+} >"$TABLE"
+while IFS=$'\t' read -r scenario metric; do
+	unit=$(unit_of "$metric")
+	fm=$(values "$scenario" "$metric" felix | median)
+	nm=$(values "$scenario" "$metric" nats | median)
+	ratio=NA
+	if [[ $fm != NA && $nm != NA ]]; then
+		ratio=$(awk -v a="$fm" -v b="$nm" 'BEGIN { if (b != 0) printf "%.2f", a / b; else print "NA" }')
+	fi
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$scenario" "$metric" "$unit" "$fm" "$nm" "$ratio" >>"$SUMMARY"
+	shown=$ratio
+	[[ $ratio != NA ]] && shown="${ratio}×"
+	[[ $ratio == NA ]] && shown="n/a"
+	echo "| $scenario | $metric | $(fmt "$fm" "$unit") | $(fmt "$nm" "$unit") | $shown | $(runs_list "$scenario" "$metric" felix "$unit") | $(runs_list "$scenario" "$metric" nats "$unit") |" >>"$TABLE"
+done < <(awk -F'\t' '!seen[$1 FS $4]++ { print $1 "\t" $4 }' "$RAW")
+
+CMD="bench/compare.sh -n $RUNS"
+((IDLE_MIN > 0)) && CMD="IDLE_MIN=$IDLE_MIN $CMD"
+((QUICK)) && CMD="bench/compare.sh --quick"
+{
+	echo "# Felix vs NATS, side by side"
+	echo
+	echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); $RUNS run(s) of each scenario, Felix and NATS alternating; $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
+	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, IDLE_MIN=$IDLE_MIN)"
+	echo "- Machine: $MACHINE; idle ${IDLE_START}% before, ${IDLE_END}% after (vmstat, 1 s);"
+	echo "  idle before each Felix/NATS pair: $(sort -n "$IDLES" | awk '{ v[NR] = $1 } END { printf "min %s%%, median %s%%, max %s%%", v[1], v[int((NR + 1) / 2)], v[NR] }') (gate: IDLE_MIN=$IDLE_MIN)."
+	echo "- Versions: felix at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' with uncommitted changes') ($("$FELIX" version | cut -d' ' -f2-)), nats-server $("$TOOLS/nats-server" --version | awk '{print $2}'), natscli $("$NATS" --version)."
+	echo "- Every process on 127.0.0.1, sharing the same cores: each broker is its own process; felix bench and natslat"
+	echo "  hold their publisher and subscribers in one process; nats bench sub and nats bench pub are two."
+	echo
+	cat "$TABLE"
+	echo
+	echo "Felix / NATS: above 1 means Felix delivered more (throughput, healthy share) or took longer (latency)."
+	echo "Throughput: Felix is acked per batch of 64 (4 batches in flight), block queues, lossless and checked"
+	echo "(unaccounted 0); NATS core is unacked. Latency: publish call to delivery, same method on both"
+	echo "(timestamp in the payload, one process); Felix waits for each message's ack, NATS has none."
+	echo "Slow consumer: Felix broker with its defaults (drop_new); NATS defaults (max_pending 64 MiB,"
+	echo "write_deadline 10 s). Healthy share = its msg/s next to a SIGSTOPped peer / its msg/s alone."
+} >"$RESULTS/latest.md"
+cp "$SUMMARY" "$RESULTS/latest.tsv"
+{
+	printf 'scenario\tsystem\trun\tmetric\tvalue\n'
+	cat "$RAW"
+} >"$RESULTS/latest-raw.tsv"
+"$TOOLS/chart" -in "$SUMMARY" -out "$RESULTS/latest.svg" \
+	-title "Felix vs NATS on $(nproc) shared cores, loopback, medians of $RUNS ($(date -u +%Y-%m-%d))"
+
+cat "$RESULTS/latest.md"
+log "wrote bench/results/latest.md, latest.tsv, latest-raw.tsv and latest.svg"
