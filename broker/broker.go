@@ -362,6 +362,13 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 			RingRecords:      b.cfg.ReplayRingRecords,
 			RingBytes:        b.cfg.ReplayRingMaxBytes,
 			RingTotal:        actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
+			OnBlocked: func(waiting bool) {
+				if waiting {
+					b.metrics.ShardsBlocked.Inc()
+				} else {
+					b.metrics.ShardsBlocked.Dec()
+				}
+			},
 		},
 		PubQueueDepth: b.cfg.PubQueueDepth,
 		Log:           b.log,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -224,6 +225,7 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		return nil, wire.NewError(wire.CodeInternal, "connection writer: %v", err)
 	}
 	var queue *actors.Mailbox
+	var feederGone atomic.Bool // set before feederStopped runs; read under mu below
 	props, egress := subscribers.Props(subscribers.Config{
 		SubscriptionID: id,
 		Batch:          s.b.feederBatch(),
@@ -232,7 +234,7 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		Root:           s.b.system.Root,
 		Log:            s.b.log,
 		Shard:          ref.PID,
-		OnStopped:      func() { s.feederStopped(id) },
+		OnStopped:      func() { feederGone.Store(true); s.feederStopped(id) },
 		Budget:         s.b.queueTotal,
 	}, actors.MailboxConfig{
 		Capacity:   capacity,
@@ -271,6 +273,15 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		s.mu.Unlock()
 		s.end(&subscription{id: id, feeder: feeder, shard: ref, writer: writer}, endUnsubscribe)
 		return nil, wire.NewError(wire.CodeDraining, "connection closing")
+	}
+	if feederGone.Load() {
+		// The feeder stopped (chaos, its shard or lane stopping) before the
+		// subscription was in subs, so feederStopped found nothing to end:
+		// refuse, or the client would wait on a stream nothing feeds.
+		s.mu.Unlock()
+		root.Send(ref.PID, &streams.RemoveSubscriber{ID: id})
+		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id, Abort: true})
+		return nil, wire.NewError(wire.CodeShardUnavailable, "the subscription's feeder stopped while subscribing; subscribe again")
 	}
 	s.subs[id] = &subscription{id: id, feeder: feeder, shard: ref, writer: writer}
 	s.mu.Unlock()

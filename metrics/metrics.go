@@ -32,6 +32,7 @@ type Metrics struct {
 	LaneDropped         prometheus.Counter
 	WriterRefused       prometheus.Counter
 
+	ShardsBlocked   prometheus.Gauge
 	Connections     *prometheus.CounterVec // event: accepted, refused, auth_timeout, closed
 	ConnectionsOpen prometheus.Gauge
 	Subscriptions   prometheus.Gauge
@@ -80,6 +81,7 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		SubQueueBlocked:     counter("felix_sub_queue_blocked_total", "Fanouts in which a shard waited on a full subscriber (block)."),
 		LaneDropped:         counter("felix_lane_queue_dropped_total", "Deliveries refused at writer lane ingress (subscriber_lane_queue_policy drop_new)."),
 		WriterRefused:       counter("felix_conn_writer_refused_total", "Deliveries whose connection writer had already stopped."),
+		ShardsBlocked:       gauge("felix_shards_blocked", "Shards waiting right now on a full subscriber (policy block)."),
 		Connections:         vec("felix_connections_total", "Connection events: accepted, refused, auth_timeout, closed.", "event"),
 		ConnectionsOpen:     gauge("felix_connections_open", "Connections that completed the QUIC handshake and are open."),
 		Subscriptions:       gauge("felix_subscriptions", "Live subscriptions."),

@@ -50,6 +50,8 @@ type registry struct {
 	cfg    RegistryConfig
 	defs   map[wire.Scope]Def
 	shards map[shardKey]*ShardRef
+	// generations counts shards spawned per key, naming replacements.
+	generations map[shardKey]int
 }
 
 type shardKey struct {
@@ -61,7 +63,7 @@ type shardKey struct {
 func RegistryProps(cfg RegistryConfig, created func(*actors.Mailbox)) *actor.Props {
 	// One instance across restarts: losing the map would create a second
 	// shard for a stream that has one.
-	r := &registry{cfg: cfg, defs: make(map[wire.Scope]Def), shards: make(map[shardKey]*ShardRef)}
+	r := &registry{cfg: cfg, defs: make(map[wire.Scope]Def), shards: make(map[shardKey]*ShardRef), generations: make(map[shardKey]int)}
 	for _, d := range cfg.Defs {
 		r.defs[d.Scope] = d
 	}
@@ -108,7 +110,15 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 		actors.MailboxConfig{Capacity: r.cfg.PubQueueDepth, Policy: actors.Block, OnDrop: failPublish},
 		func(m *actors.Mailbox) { ref.Mailbox = m },
 	)
-	pid, err := ctx.SpawnNamed(props, ShardName(msg.Scope, msg.Shard))
+	// A replacement for a stopped shard gets a new name: the old one's
+	// death may not be final in protoactor's registry yet, and reusing the
+	// name would fail the spawn ("name exists").
+	name := ShardName(msg.Scope, msg.Shard)
+	if gen := r.generations[key]; gen > 0 {
+		name = fmt.Sprintf("%s.%d", name, gen)
+	}
+	r.generations[key]++
+	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil {
 		ctx.Respond(&ShardRef{Err: fmt.Errorf("streams: spawn shard %s: %w", msg.Scope, err)})
 		return
@@ -122,6 +132,9 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 	ctx.Respond(ref)
 }
 
+// handleTerminated forgets a stopped shard. The registry hears of a death
+// twice (as parent and as watcher), and a replacement may already stand at
+// the key: only the entry of the actor that died is removed.
 func (r *registry) handleTerminated(msg *actor.Terminated) {
 	for k, ref := range r.shards {
 		if ref.PID.Equal(msg.Who) {

@@ -59,6 +59,10 @@ type ShardConfig struct {
 	// RingRecords and RingBytes bound the replay ring.
 	RingRecords int
 	RingBytes   int64
+	// OnBlocked, when set, is called with true when the shard starts waiting
+	// on a full subscriber (block) and false when it stops, so a shard
+	// parked indefinitely is visible while it is parked.
+	OnBlocked func(waiting bool)
 	// RingTotal, when set, bounds every shard's ring together
 	// (replay_ring_max_bytes_total): a ring that cannot take a batch from it
 	// gives up its own oldest batches first.
@@ -174,6 +178,10 @@ func (s *shard) fanout(env *Envelope) *FanoutStats {
 	s.subs = alive
 	if len(s.full) > 0 {
 		start := time.Now()
+		if s.cfg.OnBlocked != nil {
+			s.cfg.OnBlocked(true)
+			defer s.cfg.OnBlocked(false)
+		}
 		for i, feeder := range s.full {
 			// Parks the shard until this subscriber reads or goes away: that
 			// is what block promises (nothing dropped, nothing reordered).

@@ -308,6 +308,10 @@ func (h *connHandler) openEventStream(id uint64) (EventSink, error) {
 		us.CancelWrite(streamErrProtocol)
 		return nil, wire.NewError(wire.CodeInternal, "write event stream hello: %v", err)
 	}
+	// The hello is how the client pairs the stream with its subscription;
+	// if the broker resets the stream (the subscription ended at once), the
+	// hello must still arrive so the client sees the end instead of waiting.
+	us.SetReliableBoundary()
 	return eventSink{us}, nil
 }
 

@@ -58,6 +58,10 @@ func QUICConfig() *quic.Config {
 		MaxStreamReceiveWindow:         4 << 20,
 		InitialConnectionReceiveWindow: 64 << 20,
 		MaxConnectionReceiveWindow:     64 << 20,
+		// Lets a reset event stream still deliver its EventStreamHello
+		// (see openEventStream): without it a stream reset before the
+		// client read the hello vanished, and Subscribe waited forever.
+		EnableStreamResetPartialDelivery: true,
 	}
 }
 

@@ -1,0 +1,258 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/internal/brokertest"
+)
+
+// httpGet fetches url and returns the status code and body.
+func httpGet(ctx context.Context, hc *http.Client, url string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(body), err
+}
+
+// scraped sums the samples of the Prometheus text exposition body whose
+// name is name and whose labels contain every one of labels (each written
+// as in the exposition, e.g. `kind="feeder"`). found says whether any matched.
+func scraped(body, name string, labels ...string) (sum float64, found bool) {
+	for line := range strings.Lines(body) {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 {
+			continue
+		}
+		id, val := line[:sp], line[sp+1:]
+		series, rest, hasLabels := strings.Cut(id, "{")
+		if series != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !hasLabels || !strings.Contains(rest, l) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		sum += v
+		found = true
+	}
+	return sum, found
+}
+
+// TestAdminEndpoint: /live and /ready answer 200, /metrics exposes the
+// broker's metrics, and its counters move with traffic.
+func TestAdminEndpoint(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.Admin = "127.0.0.1:0"
+	b := brokertest.Start(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	base := "http://" + b.AdminAddr().String()
+	if host := strings.Split(b.AdminAddr().String(), ":")[0]; host != "127.0.0.1" {
+		t.Fatalf("admin bound %s, want loopback", b.AdminAddr())
+	}
+
+	for _, path := range []string{"/live", "/ready"} {
+		code, body, err := httpGet(ctx, hc, base+path)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET %s = %d %q %v, want 200", path, code, body, err)
+		}
+	}
+	scrape := func() string {
+		t.Helper()
+		code, body, err := httpGet(ctx, hc, base+"/metrics")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET /metrics = %d %v", code, err)
+		}
+		return body
+	}
+
+	pub := brokertest.Dial(t, b, cfg)
+	st := client.Stream{Name: "admin"}
+	sub, err := brokertest.Dial(t, b, cfg).Subscribe(ctx, st, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm up so every series exists, then read the counters.
+	if err := pub.Publish(ctx, st, []byte("warm"), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expectNext(t, ctx, "subscriber", sub, "warm")
+	type probe struct {
+		name   string
+		labels []string
+	}
+	probes := []probe{
+		{"felix_publish_requests_total", []string{`result="ok"`}},
+		{"felix_sub_queue_enqueued_total", nil},
+		{"felix_delivered_messages_total", nil},
+		{"felix_tenant_published_messages_total", []string{`tenant="default"`}},
+	}
+	// Delivery is counted when the broker's write returns, which can be
+	// just after the client has the event: wait for the warm-up to count.
+	awaitScrape := func(what string, cond func(body string) bool) string {
+		t.Helper()
+		var body string
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := brokertest.Await(wctx, func() bool { body = scrape(); return cond(body) }); err != nil {
+			t.Fatalf("waiting for %s on /metrics: %v", what, err)
+		}
+		return body
+	}
+	before := awaitScrape("the warm-up delivery", func(body string) bool {
+		v, _ := scraped(body, "felix_delivered_messages_total")
+		return v >= 1
+	})
+	for _, want := range []string{
+		"felix_publish_requests_total", "felix_sub_queue_enqueued_total", "felix_delivered_messages_total",
+		`felix_mailbox_depth{kind="feeder"}`, "felix_connections_open", "felix_sub_queue_dropped_total",
+		"felix_lane_queue_dropped_total", "felix_mailbox_bytes", "felix_sub_queue_total_bytes",
+	} {
+		if !strings.Contains(before, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	// Tenant-labelled counters (felix_publish_overloaded_total,
+	// felix_publish_requests_total{result="overloaded"}) have no series
+	// until their first event; alerts must treat absent as zero.
+	if _, ok := scraped(before, "felix_publish_overloaded_total"); ok {
+		t.Errorf("felix_publish_overloaded_total has a series before any overload")
+	}
+	if open, _ := scraped(before, "felix_connections_open"); open != 2 {
+		t.Errorf("felix_connections_open = %v with two clients connected", open)
+	}
+	if n, _ := scraped(before, "felix_mailboxes", `kind="feeder"`); n != 1 {
+		t.Errorf(`felix_mailboxes{kind="feeder"} = %v with one subscription`, n)
+	}
+
+	const n = 10
+	for i := range n {
+		if err := pub.Publish(ctx, st, []byte(seq(i)), client.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		expectNext(t, ctx, "subscriber", sub, seq(i))
+	}
+	after := awaitScrape(fmt.Sprintf("%d more deliveries", n), func(body string) bool {
+		v0, _ := scraped(before, "felix_delivered_messages_total")
+		v1, _ := scraped(body, "felix_delivered_messages_total")
+		return v1-v0 >= n
+	})
+	for _, p := range probes {
+		v0, _ := scraped(before, p.name, p.labels...)
+		v1, ok := scraped(after, p.name, p.labels...)
+		if !ok || v1-v0 != n {
+			t.Errorf("%s%v moved %v -> %v after %d single-message publishes to one subscriber, want +%d", p.name, p.labels, v0, v1, n, n)
+		}
+	}
+}
+
+// TestAdminReadyWhileStopping: /ready turns 503 as soon as Stop begins,
+// before connections are closed, and the endpoint is gone after Stop.
+func TestAdminReadyWhileStopping(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.Admin = "127.0.0.1:0"
+	b := brokertest.Start(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	url := "http://" + b.AdminAddr().String() + "/ready"
+	// Connections with subscriptions give Stop some work, so the window
+	// between "not ready" and "endpoint closed" is wide enough to see.
+	for i := range 20 {
+		c := brokertest.Dial(t, b, cfg)
+		if _, err := c.Subscribe(ctx, client.Stream{Name: fmt.Sprint("ready-", i)}, client.SubscribeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Several pollers, so a request is in flight at any moment of Stop.
+	// Each keeps its own answers: one poller's requests are sequential, so
+	// its answers are in time order.
+	const pollers = 3
+	statuses := make([][]int, pollers)
+	var wg, started sync.WaitGroup
+	stop := make(chan struct{})
+	started.Add(pollers)
+	for p := range pollers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				code, _, err := httpGet(ctx, hc, url)
+				if err == nil {
+					statuses[p] = append(statuses[p], code)
+				}
+				if i == 0 {
+					started.Done()
+				}
+				if err != nil {
+					return // the endpoint closed
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		})
+	}
+	started.Wait()
+	stopBroker(t, ctx, b)
+	close(stop)
+	wg.Wait()
+
+	if _, _, err := httpGet(ctx, hc, url); err == nil {
+		t.Errorf("admin endpoint still answers after Stop")
+	}
+	seen := false
+	for p, codes := range statuses {
+		if len(codes) == 0 || codes[0] != http.StatusOK {
+			t.Fatalf("poller %d: /ready before Stop answered %v, want 200 first", p, codes)
+		}
+		notReady := false
+		for _, code := range codes {
+			switch {
+			case code == http.StatusServiceUnavailable:
+				notReady, seen = true, true
+			case code != http.StatusOK:
+				t.Fatalf("poller %d: /ready answered %d: %v", p, code, codes)
+			case notReady:
+				t.Fatalf("poller %d: /ready went back to 200 after 503: %v", p, codes)
+			}
+		}
+	}
+	if !seen {
+		t.Skipf("Stop finished before a poll of /ready landed in its not-ready window (answers %v, all 200)", statuses)
+	}
+}
