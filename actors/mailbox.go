@@ -308,6 +308,9 @@ func (m *Mailbox) Close() {
 		discarded = append(discarded, e.msg)
 	}
 	m.mu.bytes = 0
+	// Control messages are discarded too, and told to the hook: one may be
+	// an answer someone waits for (a shard's fsync completion).
+	discarded = append(discarded, m.mu.control...)
 	m.mu.control = nil
 	m.queued.Store(0)
 	m.queuedB.Store(0)

@@ -374,6 +374,9 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 		Log:           b.log,
 		Store:         defStore{b.store},
 		Defs:          b.defs,
+		OpenLog:       b.openLog,
+		RemoveLogs:    b.removeLogs,
+		Root:          b.system.Root,
 		OnStats:       b.countFanout,
 		OnSpawned: func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32) {
 			b.dir.Add(pid, actors.KindShard, mb, map[string]string{"stream": scope.String(), "shard": fmt.Sprint(shard)})

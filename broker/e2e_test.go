@@ -466,7 +466,7 @@ func readAck(t *testing.T, ctx context.Context, s *brokertest.RawStream) wire.Ac
 		}
 		t.Fatalf("wanted an ack, got frame flags %#04x", hdr.Flags)
 	}
-	ack, err := wire.DecodeAck(payload)
+	ack, err := wire.DecodeAck(hdr.Flags, payload)
 	if err != nil {
 		t.Fatalf("decode ack: %v", err)
 	}

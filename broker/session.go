@@ -143,7 +143,7 @@ func (s *session) shard(scope wire.Scope, n uint32) (*streams.ShardRef, error) {
 
 // Publish admits p to its shard's mailbox, waiting at most
 // publish_queue_wait_timeout_ms for room.
-func (s *session) Publish(p *wire.Publish, done func(error)) error {
+func (s *session) Publish(p *wire.Publish, done transport.PublishDone) error {
 	m := s.b.metrics
 	err := s.admit(p, done)
 	switch {
@@ -160,7 +160,7 @@ func (s *session) Publish(p *wire.Publish, done func(error)) error {
 	return err
 }
 
-func (s *session) admit(p *wire.Publish, done func(error)) error {
+func (s *session) admit(p *wire.Publish, done transport.PublishDone) error {
 	for attempt := 0; ; attempt++ {
 		def, err := s.stream(p.Scope)
 		if err != nil {
@@ -170,7 +170,11 @@ func (s *session) admit(p *wire.Publish, done func(error)) error {
 		if err != nil {
 			return err
 		}
-		switch ref.Mailbox.TryPost(&streams.Publish{Payloads: p.Payloads, Done: done}, s.b.cfg.PublishQueueWaitTimeout) {
+		var shardDone func(uint64, bool, error)
+		if done != nil {
+			shardDone = func(base uint64, durable bool, err error) { done(base, durable, err) }
+		}
+		switch ref.Mailbox.TryPost(&streams.Publish{Payloads: p.Payloads, Done: shardDone}, s.b.cfg.PublishQueueWaitTimeout) {
 		case actors.Posted, actors.PostedEvicting:
 			return nil
 		case actors.Closed:
@@ -234,6 +238,7 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		Root:           s.b.system.Root,
 		Log:            s.b.log,
 		Shard:          ref.PID,
+		Offsets:        ref.Durable && s.info.Flags&wire.FlagEventBatchOffsets != 0,
 		OnStopped:      func() { feederGone.Store(true); s.feederStopped(id) },
 		Budget:         s.b.queueTotal,
 	}, actors.MailboxConfig{

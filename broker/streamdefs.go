@@ -56,7 +56,7 @@ func (s *session) CreateStream(req *wire.StreamCreate) (*wire.StreamInfo, error)
 	}
 	def := streams.Def{
 		Scope:  wire.Scope{Tenant: req.Tenant, Namespace: req.Namespace, Stream: req.Stream},
-		Shards: req.Shards, Routing: routing,
+		Shards: req.Shards, Routing: routing, Durable: req.Durable,
 		RetentionBytes: req.RetentionBytes, RetentionAge: time.Duration(req.RetentionAgeMS) * time.Millisecond,
 	}
 	res, err := streams.Request[*streams.StreamResult](s.b.system.Root, s.b.registry, &streams.CreateStream{Def: def}, requestTimeout)

@@ -48,23 +48,41 @@ type PublishOptions struct {
 	Key []byte
 }
 
+// PublishResult is what an acked publish learned.
+type PublishResult struct {
+	// Offset is the offset of the first record, on a durable stream
+	// (HasOffset); the batch's records follow it consecutively.
+	Offset    uint64
+	HasOffset bool
+}
+
 // Publish sends one message and, unless fire-and-forget, waits for its ack.
 func (c *Client) Publish(ctx context.Context, s Stream, payload []byte, o PublishOptions) error {
-	if !o.FireAndForget && o.Ack == wire.AckNone {
-		o.Ack = wire.AckPerMessage
-	}
-	return c.pub.publish(ctx, s.scope(c), [][]byte{payload}, o)
+	_, err := c.PublishResult(ctx, s, [][]byte{payload}, withDefaultAck(o, wire.AckPerMessage))
+	return err
 }
 
 // PublishBatch sends payloads as one batch: routed, ordered and acked as a unit.
 func (c *Client) PublishBatch(ctx context.Context, s Stream, payloads [][]byte, o PublishOptions) error {
+	_, err := c.PublishResult(ctx, s, payloads, withDefaultAck(o, wire.AckPerBatch))
+	return err
+}
+
+// PublishResult publishes a batch and returns what its ack said (the
+// first record's offset on a durable stream). The ack mode defaults to
+// per batch.
+func (c *Client) PublishResult(ctx context.Context, s Stream, payloads [][]byte, o PublishOptions) (PublishResult, error) {
 	if len(payloads) == 0 {
-		return nil
+		return PublishResult{}, nil
 	}
+	return c.pub.publish(ctx, s.scope(c), payloads, withDefaultAck(o, wire.AckPerBatch))
+}
+
+func withDefaultAck(o PublishOptions, mode wire.AckMode) PublishOptions {
 	if !o.FireAndForget && o.Ack == wire.AckNone {
-		o.Ack = wire.AckPerBatch
+		o.Ack = mode
 	}
-	return c.pub.publish(ctx, s.scope(c), payloads, o)
+	return o
 }
 
 // publisher owns the publish stream. Callers encode straight into a shared
@@ -95,12 +113,13 @@ type publisher struct {
 }
 
 type pendingPub struct {
-	id    uint64
-	want  uint32
-	got   uint32
-	bytes int64
-	done  chan struct{}
-	err   error
+	id     uint64
+	want   uint32
+	got    uint32
+	bytes  int64
+	done   chan struct{}
+	err    error
+	result PublishResult // from the first ack: the first record's offset
 }
 
 func newPublisher(ctx context.Context, c *Client) (*publisher, error) {
@@ -116,9 +135,9 @@ func newPublisher(ctx context.Context, c *Client) (*publisher, error) {
 	return p, nil
 }
 
-func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]byte, o PublishOptions) error {
+func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]byte, o PublishOptions) (PublishResult, error) {
 	if len(o.Key) > wire.MaxKeyLen {
-		return fmt.Errorf("client: routing key of %d bytes, at most %d", len(o.Key), wire.MaxKeyLen)
+		return PublishResult{}, fmt.Errorf("client: routing key of %d bytes, at most %d", len(o.Key), wire.MaxKeyLen)
 	}
 	mode := o.Ack
 	if o.FireAndForget {
@@ -131,14 +150,14 @@ func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]
 	// The broker ends a stream that sends a frame over its cap, which would
 	// fail every publish of this client from then on: refuse it here.
 	if n := publishLen(scope, payloads, mode, o.Key); p.c.maxFrame > 0 && n > p.c.maxFrame {
-		return wire.NewError(wire.CodeInvalidRequest, "publish frame of %d bytes is over the broker's max_frame_bytes %d", n, p.c.maxFrame)
+		return PublishResult{}, wire.NewError(wire.CodeInvalidRequest, "publish frame of %d bytes is over the broker's max_frame_bytes %d", n, p.c.maxFrame)
 	}
 	p.mu.Lock()
 	for {
 		if p.mu.err != nil {
 			err := p.mu.err
 			p.mu.Unlock()
-			return err
+			return PublishResult{}, err
 		}
 		roomInBuf := len(p.mu.buf) < maxPendingWrite
 		roomInflight := mode == wire.AckNone || p.mu.inflight == 0 || p.mu.inflight+size <= p.c.opts.PublishInflightBytes
@@ -150,9 +169,9 @@ func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return PublishResult{}, ctx.Err()
 		case <-p.c.done:
-			return p.c.closedErr()
+			return PublishResult{}, p.c.closedErr()
 		}
 		p.mu.Lock()
 	}
@@ -176,15 +195,15 @@ func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]
 	default:
 	}
 	if pd == nil {
-		return nil
+		return PublishResult{}, nil
 	}
 	select {
 	case <-pd.done:
-		return pd.err
+		return pd.result, pd.err
 	case <-ctx.Done():
 		// The ack will still come and release the budget; the caller just
 		// stops waiting for it.
-		return ctx.Err()
+		return PublishResult{}, ctx.Err()
 	}
 }
 
@@ -265,11 +284,11 @@ func (p *publisher) readAcks() {
 			}
 			continue
 		}
-		if h.Flags != wire.FlagPublishAck {
+		if h.Flags&wire.FlagPublishAck == 0 {
 			p.failAll(fmt.Errorf("%w: unexpected frame flags %#04x on the publish stream", ErrProtocol, h.Flags))
 			return
 		}
-		ack, err := wire.DecodeAck(payload)
+		ack, err := wire.DecodeAck(h.Flags, payload)
 		if err != nil {
 			p.failAll(fmt.Errorf("%w: %v", ErrProtocol, err))
 			return
@@ -288,6 +307,9 @@ func (p *publisher) resolve(ack wire.Ack) error {
 		return fmt.Errorf("%w: ack for request %d out of order", ErrProtocol, ack.RequestID)
 	}
 	head := p.mu.fifo[0]
+	if head.got == 0 && ack.HasOffset {
+		head.result = PublishResult{Offset: ack.Offset, HasOffset: true}
+	}
 	head.got += ack.Count
 	if ack.Err != nil {
 		head.err = ack.Err

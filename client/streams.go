@@ -15,6 +15,9 @@ type StreamConfig struct {
 	Shards uint32
 	// Routing is "modulo" (default) or "jump".
 	Routing string
+	// Durable keeps the stream in the broker's log: records get offsets
+	// and survive a restart.
+	Durable bool
 	// RetentionBytes and RetentionAge bound what a durable stream keeps.
 	RetentionBytes int64
 	RetentionAge   time.Duration
@@ -52,7 +55,7 @@ func (c *Client) CreateStream(ctx context.Context, s Stream, cfg StreamConfig) (
 	id := c.nextReq.Add(1)
 	res, err := c.request(ctx, id, &wire.StreamCreate{
 		RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream,
-		Shards: cfg.Shards, Routing: cfg.Routing,
+		Shards: cfg.Shards, Routing: cfg.Routing, Durable: cfg.Durable,
 		RetentionBytes: cfg.RetentionBytes, RetentionAgeMS: cfg.RetentionAge.Milliseconds(),
 	})
 	return c.streamInfo(res, err)

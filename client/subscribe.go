@@ -15,6 +15,10 @@ import (
 // Event is one delivered record. Payload is owned by the receiver.
 type Event struct {
 	Payload []byte
+	// Offset is the record's offset in its shard, on a durable stream
+	// (HasOffset). A jump between consecutive offsets is a drop.
+	Offset    uint64
+	HasOffset bool
 }
 
 // SubscribeOptions tune a subscription.
@@ -170,18 +174,15 @@ func (s *Subscription) read() {
 			s.finish(err)
 			return
 		}
-		if h.Flags != wire.FlagEventBatch {
-			s.finish(fmt.Errorf("%w: unexpected frame flags %#04x on an event stream", ErrProtocol, h.Flags))
-			return
-		}
-		events, err := wire.DecodeEventBatch(payload)
+		base, events, err := wire.DecodeEventBatchFlags(h.Flags, payload)
 		if err != nil {
 			s.finish(fmt.Errorf("%w: %v", ErrProtocol, err))
 			return
 		}
-		for _, e := range events {
+		hasOffset := h.Flags&wire.FlagEventBatchOffsets != 0
+		for i, e := range events {
 			select {
-			case s.events <- Event{Payload: e}:
+			case s.events <- Event{Payload: e, Offset: base + uint64(i), HasOffset: hasOffset}:
 			case <-s.done:
 				s.finish(ErrClosed)
 				return

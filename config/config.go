@@ -76,6 +76,18 @@ type Config struct {
 	// FanoutBatchSize <= 1 forces single-event mode (64).
 	FanoutBatchSize int `yaml:"fanout_batch_size"`
 
+	// DurableFsync is the durable log's fsync policy: none, periodic or on_commit.
+	DurableFsync string `yaml:"durable_fsync"`
+	// DurableSyncInterval is the periodic policy's fsync interval (250 ms).
+	DurableSyncInterval time.Duration `yaml:"durable_sync_interval_ms"`
+	// DurableSegmentBytes rolls a durable log's segment at this size (256 MiB).
+	DurableSegmentBytes int64 `yaml:"durable_segment_bytes"`
+	// DurableRetentionBytes and DurableRetentionAge are the broker-wide
+	// retention of durable shards, by whole segments; 0 keeps everything. A
+	// stream's own retention, when set, replaces them.
+	DurableRetentionBytes int64         `yaml:"durable_retention_bytes"`
+	DurableRetentionAge   time.Duration `yaml:"durable_retention_age_ms"`
+
 	// ReplayRingRecords and ReplayRingMaxBytes bound each shard's ring (1024, 64 MiB).
 	ReplayRingRecords  int   `yaml:"replay_ring_records"`
 	ReplayRingMaxBytes int64 `yaml:"replay_ring_max_bytes"`

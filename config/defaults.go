@@ -19,8 +19,12 @@ func Default() Config {
 		Listen:  "127.0.0.1:5000",
 		DataDir: "./felix-data",
 		// Loopback: the admin endpoint has no authentication (issue 3).
-		Admin:    "127.0.0.1:5080",
-		LogLevel: "info",
+		Admin: "127.0.0.1:5080",
+
+		DurableFsync:        "periodic",             // reference §5.3 (default policy)
+		DurableSyncInterval: 250 * time.Millisecond, // reference §5.3 FELIX_DURABLE_FSYNC_INTERVAL_MS
+		DurableSegmentBytes: 256 * mib,              // reference §5.3 FELIX_DURABLE_SEGMENT_BYTES
+		LogLevel:            "info",
 		// AddrFile, TLSCert and TLSKey stay empty: no address file, and a
 		// self-signed certificate generated into DataDir.
 

@@ -92,6 +92,20 @@ func (c Config) Validate() error {
 	atLeast("replay_ring_records", int64(c.ReplayRingRecords), 1)
 	atLeast("replay_ring_max_bytes", c.ReplayRingMaxBytes, 0)
 	atLeast("replay_ring_max_bytes_total", c.ReplayRingMaxBytesTotal, 0)
+	switch c.DurableFsync {
+	case "none", "periodic", "on_commit":
+	default:
+		errs = append(errs, fmt.Errorf("config: durable_fsync %q is not none, periodic or on_commit", c.DurableFsync))
+	}
+	if c.DurableSyncInterval <= 0 {
+		errs = append(errs, fmt.Errorf("config: durable_sync_interval_ms must be positive, got %s", c.DurableSyncInterval))
+	}
+	atLeast("durable_segment_bytes", c.DurableSegmentBytes, 64<<10)
+	if c.DurableSegmentBytes > 1<<30 {
+		errs = append(errs, fmt.Errorf("config: durable_segment_bytes %d is over 1 GiB", c.DurableSegmentBytes))
+	}
+	atLeast("durable_retention_bytes", c.DurableRetentionBytes, 0)
+	notNegative("durable_retention_age_ms", c.DurableRetentionAge)
 	if c.ReplayRingMaxBytesTotal > 0 && c.ReplayRingMaxBytesTotal < c.ReplayRingMaxBytes {
 		errs = append(errs, fmt.Errorf("config: replay_ring_max_bytes_total (%d) is smaller than one ring's replay_ring_max_bytes (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes))
 	}

@@ -110,6 +110,10 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 			"stream %s is already in use as an implicit one-shard stream; create streams before first use, or delete it first", d.Scope)})
 		return
 	}
+	if d.Durable && r.cfg.OpenLog == nil {
+		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest, "this broker has no durable storage")})
+		return
+	}
 	if !d.Durable && (d.RetentionBytes > 0 || d.RetentionAge > 0) {
 		// Accepting it would be a setting that does nothing: an in-memory
 		// stream keeps only its replay ring, bounded by the ring's knobs.
@@ -181,6 +185,9 @@ func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 			ctx.Stop(ref.PID)
 			delete(r.shards, k)
 		}
+	}
+	if d.Durable && r.cfg.RemoveLogs != nil {
+		r.cfg.RemoveLogs(d)
 	}
 	ctx.Respond(&StreamResult{Def: d})
 }

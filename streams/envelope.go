@@ -15,6 +15,9 @@ type FrameShape uint8
 const (
 	// ShapePlain is the shared event batch with no offsets.
 	ShapePlain FrameShape = iota
+	// ShapeOffsets carries the batch's base offset (durable streams, for
+	// subscribers that offered FlagEventBatchOffsets).
+	ShapeOffsets
 	numShapes
 )
 
@@ -27,6 +30,11 @@ type Envelope struct {
 	// Payloads alias the publish frame that carried them; nobody may write them.
 	Payloads [][]byte
 	bytes    int64
+	// Base is the offset of the first record; Durable says the offsets are
+	// real log offsets (an in-memory stream's are not shown to clients).
+	// Both are set by the shard before it sends the envelope.
+	Base    uint64
+	Durable bool
 
 	frames  [numShapes]frameCache
 	encodes atomic.Int32
@@ -61,7 +69,11 @@ func (e *Envelope) Frame(shape FrameShape) []byte {
 	c.once.Do(func() {
 		e.encodes.Add(1)
 		totalEncodes.Add(1)
-		c.bytes = wire.AppendEventBatch(make([]byte, 0, wire.EventBatchLen(e.Payloads)), e.Payloads)
+		if shape == ShapeOffsets {
+			c.bytes = wire.AppendEventBatchOffsets(nil, e.Base, e.Payloads)
+		} else {
+			c.bytes = wire.AppendEventBatch(nil, e.Payloads)
+		}
 	})
 	return c.bytes
 }

@@ -24,6 +24,7 @@ type GetShard struct {
 type ShardRef struct {
 	PID     *actor.PID
 	Mailbox *actors.Mailbox
+	Durable bool
 	Err     error
 }
 
@@ -35,6 +36,13 @@ type RegistryConfig struct {
 	Log           zerolog.Logger
 	// OnStats, when set, receives every publish's fanout stats on the shard's goroutine.
 	OnStats func(*FanoutStats)
+	// OpenLog opens (recovering) the durable log of a shard of a durable
+	// stream, and says whether acks wait for the fsync (on_commit).
+	OpenLog func(def Def, shard uint32) (log Log, onCommit bool, err error)
+	// RemoveLogs deletes a deleted durable stream's data.
+	RemoveLogs func(def Def)
+	// Root sends from the shards' helper goroutines.
+	Root *actor.RootContext
 	// Store keeps explicit stream definitions; nil keeps them in memory only.
 	Store DefStore
 	// Defs are the stored definitions, loaded at start.
@@ -103,6 +111,23 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 		return
 	}
 	sh := newShard(msg.Scope, r.cfg.Shard, r.cfg.Log, r.cfg.OnStats)
+	if def.Durable {
+		if r.cfg.OpenLog == nil {
+			ctx.Respond(&ShardRef{Err: wire.NewError(wire.CodeStorage, "stream %s is durable but this broker has no durable storage", msg.Scope)})
+			return
+		}
+		log, onCommit, err := r.cfg.OpenLog(def, msg.Shard)
+		if err != nil {
+			// A log that will not open (corruption, an unwritable directory)
+			// refuses the shard clearly; it is never silently emptied.
+			ctx.Respond(&ShardRef{Err: wire.NewError(wire.CodeStorage, "open the log of %s shard %d: %v", msg.Scope, msg.Shard, err)})
+			return
+		}
+		sh.log, sh.root, sh.next = log, r.cfg.Root, log.NextOffset()
+		if onCommit {
+			sh.waits = make(chan durableWait, max(1, r.cfg.PubQueueDepth))
+		}
+	}
 	ref := &ShardRef{}
 	props := actors.Props(
 		// The same instance on every restart: see shard.handleRestarting.
@@ -124,6 +149,7 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 		return
 	}
 	ref.PID = pid
+	ref.Durable = def.Durable
 	if r.cfg.OnSpawned != nil {
 		r.cfg.OnSpawned(pid, ref.Mailbox, msg.Scope, msg.Shard)
 	}
@@ -169,7 +195,14 @@ func failPublish(msg any, _ actors.DropReason) {
 	if env, ok := msg.(*actor.MessageEnvelope); ok {
 		msg = env.Message
 	}
-	if p, ok := msg.(*Publish); ok && p.Done != nil {
-		p.Done(ErrShardStopped)
+	switch m := msg.(type) {
+	case *Publish:
+		if m.Done != nil {
+			m.Done(0, false, ErrShardStopped)
+		}
+	case *durableDone:
+		if m.p.Done != nil {
+			m.p.Done(0, false, ErrShardStopped)
+		}
 	}
 }

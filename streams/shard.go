@@ -6,6 +6,7 @@
 package streams
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,11 +21,13 @@ import (
 // overloaded. Registration is control traffic and never waits behind publishes.
 
 // Publish appends a batch and fans it out. Done, if set, is called exactly
-// once on the shard's goroutine once every subscriber with room has the batch
-// (or with the error that stopped it); it must not block.
+// once, on the shard's goroutine, once every subscriber with room has the
+// batch (on a durable stream: once it is durable under on_commit, or written
+// to the log otherwise), with the batch's first offset and whether the
+// stream is durable; or with the error that stopped it. It must not block.
 type Publish struct {
 	Payloads [][]byte
-	Done     func(err error)
+	Done     func(base uint64, durable bool, err error)
 }
 
 // AddSubscriber registers a feeder's mailbox. The shard responds with
@@ -90,8 +93,16 @@ type subscriber struct {
 type shard struct {
 	scope   wire.Scope
 	cfg     ShardConfig
-	log     zerolog.Logger
+	logger  zerolog.Logger
 	onStats func(*FanoutStats)
+	// log is the durable log, nil for an in-memory stream. waits carries
+	// appended batches to the waiter goroutine under on_commit (nil
+	// otherwise); the waiter sends each back as durableDone, in order.
+	log            Log
+	waits          chan durableWait
+	stopped        atomic.Bool
+	root           *actor.RootContext
+	retentionTimer *time.Timer
 
 	subs    []subscriber
 	ring    ring
@@ -103,15 +114,15 @@ type shard struct {
 func newShard(scope wire.Scope, cfg ShardConfig, log zerolog.Logger, onStats func(*FanoutStats)) *shard {
 	return &shard{
 		scope: scope, cfg: cfg, onStats: onStats,
-		log:  log.With().Str("stream", scope.String()).Logger(),
-		ring: ring{maxRecords: cfg.RingRecords, maxBytes: cfg.RingBytes, total: cfg.RingTotal},
+		logger: log.With().Str("stream", scope.String()).Logger(),
+		ring:   ring{maxRecords: cfg.RingRecords, maxBytes: cfg.RingBytes, total: cfg.RingTotal},
 	}
 }
 
 func (s *shard) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		s.log.Debug().Msg("shard started")
+		s.handleStarted(ctx)
 	case *actor.Restarting:
 		s.handleRestarting()
 	case *Publish:
@@ -120,8 +131,14 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.handleAddSubscriber(ctx, msg)
 	case *RemoveSubscriber:
 		s.handleRemoveSubscriber(msg)
+	case *durableDone:
+		s.handleDurable(msg)
+	case *enforceRetention:
+		s.handleEnforceRetention()
+	case *actor.Stopped:
+		s.handleStopped()
 	default:
-		s.log.Debug().Type("message", msg).Msg("shard ignored message")
+		s.logger.Debug().Type("message", msg).Msg("shard ignored message")
 	}
 }
 
@@ -131,20 +148,59 @@ func (s *shard) Receive(ctx actor.Context) {
 // for an ack that can never come.
 func (s *shard) handleRestarting() {
 	if s.current != nil && s.current.Done != nil {
-		s.current.Done(ErrShardRestarted)
+		s.current.Done(0, false, ErrShardRestarted)
 	}
 	s.current = nil
 }
 
 func (s *shard) handlePublish(p *Publish) {
 	s.current = p
+	defer func() { s.current = nil }()
 	env := NewEnvelope(p.Payloads)
+	env.Base = s.next
+	if s.log == nil {
+		s.next += uint64(len(p.Payloads))
+		s.deliver(env, p)
+		return
+	}
+	// Durable: claim offsets, write, then (under on_commit) wait for the
+	// fsync before anyone sees the batch. The write is a page-cache copy;
+	// the wait is not done here but by the shard's waiter goroutine.
+	if err := s.log.Append(env.Base, p.Payloads, time.Now()); err != nil {
+		if p.Done != nil {
+			p.Done(0, false, wire.NewError(wire.CodeStorage, "append to %s: %v", s.scope, err))
+		}
+		return
+	}
+	env.Durable = true
 	s.next += uint64(len(p.Payloads))
+	if s.waits == nil {
+		s.deliver(env, p)
+		return
+	}
+	// The waits channel is bounded; when fsyncs fall behind it fills, this
+	// Receive waits, the shard's mailbox (the publish queue) fills, and
+	// publishers get overloaded: backpressure from the disk to the edge.
+	s.waits <- durableWait{upTo: s.next, env: env, p: p}
+}
+
+// handleDurable delivers a batch whose fsync completed, in append order.
+func (s *shard) handleDurable(msg *durableDone) {
+	if msg.err != nil {
+		if msg.p.Done != nil {
+			msg.p.Done(0, false, wire.NewError(wire.CodeStorage, "sync %s: %v", s.scope, msg.err))
+		}
+		return
+	}
+	s.deliver(msg.env, msg.p)
+}
+
+// deliver keeps the batch in the ring, fans it out and answers the publisher.
+func (s *shard) deliver(env *Envelope, p *Publish) {
 	s.ring.push(env)
 	stats := s.fanout(env)
-	s.current = nil
 	if p.Done != nil {
-		p.Done(nil)
+		p.Done(env.Base, env.Durable, nil)
 	}
 	if s.onStats != nil {
 		s.onStats(stats)

@@ -50,6 +50,9 @@ type Config struct {
 	Log            zerolog.Logger
 	// OnLaneDrop is told when the lane had stopped and could not take a batch.
 	OnLaneDrop func(records int, bytes int64)
+	// Offsets sends frames with base offsets (a durable stream, and a client
+	// that offered FlagEventBatchOffsets).
+	Offsets bool
 	// Shard is the shard the subscription is registered with: the feeder
 	// watches it and ends the subscription if the shard stops for good.
 	Shard *actor.PID
@@ -180,7 +183,11 @@ func (f *feeder) handleStopped() {
 }
 
 func (f *feeder) handleEnvelope(env *streams.Envelope) {
-	frame := env.Frame(streams.ShapePlain)
+	shape := streams.ShapePlain
+	if f.cfg.Offsets && env.Durable {
+		shape = streams.ShapeOffsets
+	}
+	frame := env.Frame(shape)
 	if len(f.pending) == 0 && f.busy && !f.cfg.Batch.SingleEvent {
 		f.armTimer()
 	}

@@ -27,6 +27,10 @@ type ConnInfo struct {
 	Features uint32
 }
 
+// PublishDone is called once when a publish was handled: with the first
+// record's offset when the stream is durable (hasOffset), or with the error.
+type PublishDone func(offset uint64, hasOffset bool, err error)
+
 // EventSink is the send half of a subscription's event stream.
 type EventSink interface {
 	io.Writer
@@ -39,7 +43,7 @@ type Session interface {
 	// Publish admits a publish, waiting at most the publish queue timeout.
 	// On nil, done is called exactly once when the publish was handled; it
 	// must not block. On error, done is never called.
-	Publish(p *wire.Publish, done func(error)) error
+	Publish(p *wire.Publish, done PublishDone) error
 	// Subscribe registers a subscription. open is called once with the
 	// subscription id to open its event stream (the transport writes
 	// EventStreamHello first); the session owns the sink afterwards.

@@ -49,7 +49,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 	}
 	fr.MaxLen = s.cfg.MaxFrameBytes
 
-	h := &connHandler{srv: s, conn: conn, session: session, log: log}
+	h := &connHandler{srv: s, conn: conn, session: session, log: log, info: info}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); h.serveStream(ctrl, fr) }()
@@ -173,6 +173,7 @@ type connHandler struct {
 	conn    *quic.Conn
 	session Session
 	log     zerolog.Logger
+	info    ConnInfo
 }
 
 // serveStream reads requests from one bidirectional stream until it ends.
@@ -289,7 +290,12 @@ func (h *connHandler) handlePublish(r *responder, flags uint16, payload []byte) 
 		pd.complete(err)
 		return true
 	}
-	if err := h.session.Publish(&p, pd.complete); err != nil {
+	done := pd.resolve
+	if h.info.Flags&wire.FlagPublishAckOffset == 0 {
+		// The client did not offer offsets in acks: do not send them.
+		done = func(_ uint64, _ bool, err error) { pd.complete(err) }
+	}
+	if err := h.session.Publish(&p, done); err != nil {
 		pd.complete(err)
 	}
 	return true

@@ -8,8 +8,10 @@ import (
 
 // pending is one answer a stream owes, in request order.
 type pending struct {
-	done chan struct{}
-	err  error
+	done      chan struct{}
+	err       error
+	offset    uint64
+	hasOffset bool
 
 	// An ack for a publish...
 	requestID uint64
@@ -21,8 +23,11 @@ type pending struct {
 
 // complete records the outcome; it is called once, possibly on a shard's
 // goroutine, and never blocks.
-func (p *pending) complete(err error) {
-	p.err = err
+func (p *pending) complete(err error) { p.resolve(0, false, err) }
+
+// resolve records a publish's outcome, with its offset on a durable stream.
+func (p *pending) resolve(offset uint64, hasOffset bool, err error) {
+	p.offset, p.hasOffset, p.err = offset, hasOffset, err
 	close(p.done)
 }
 
@@ -35,12 +40,12 @@ func (p *pending) appendTo(b []byte) []byte {
 		return wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: p.count, Err: wire.AsError(p.err)})
 	}
 	if p.mode == wire.AckPerMessage {
-		for range p.count {
-			b = wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: 1})
+		for i := range p.count {
+			b = wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: 1, Offset: p.offset + uint64(i), HasOffset: p.hasOffset})
 		}
 		return b
 	}
-	return wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: p.count})
+	return wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: p.count, Offset: p.offset, HasOffset: p.hasOffset})
 }
 
 // responder writes a stream's answers in request order while the requests

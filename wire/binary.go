@@ -149,6 +149,10 @@ type Ack struct {
 	RequestID uint64
 	Count     uint32
 	Err       *Error // nil on success
+	// Offset is the offset of the first record answered, on a durable
+	// stream; HasOffset says it is present (FlagPublishAckOffset).
+	Offset    uint64
+	HasOffset bool
 }
 
 // AppendAck appends a whole ack frame (header included).
@@ -163,18 +167,31 @@ func AppendAck(b []byte, a *Ack) []byte {
 			msg = msg[:0xffff]
 		}
 	}
-	b = AppendHeader(b, FlagPublishAck, 1+8+4+2+1+2+len(msg))
+	flags, n := FlagPublishAck, 1+8+4+2+1+2+len(msg)
+	withOffset := a.HasOffset && a.Err == nil
+	if withOffset {
+		flags |= FlagPublishAckOffset
+		n += 8
+	}
+	b = AppendHeader(b, flags, n)
 	b = append(b, status)
 	b = binary.BigEndian.AppendUint64(b, a.RequestID)
 	b = binary.BigEndian.AppendUint32(b, a.Count)
 	b = binary.BigEndian.AppendUint16(b, uint16(code))
 	b = append(b, byte(retry))
-	return appendBytes16(b, []byte(msg))
+	b = appendBytes16(b, []byte(msg))
+	if withOffset {
+		b = binary.BigEndian.AppendUint64(b, a.Offset)
+	}
+	return b
 }
 
-// DecodeAck decodes an ack payload.
-func DecodeAck(payload []byte) (Ack, error) {
+// DecodeAck decodes an ack payload whose header carried flags.
+func DecodeAck(flags uint16, payload []byte) (Ack, error) {
 	var a Ack
+	if flags&FlagPublishAck == 0 || flags&^(FlagPublishAck|FlagPublishAckOffset) != 0 {
+		return a, fmt.Errorf("%w: flags %#04x are not an ack", ErrMalformed, flags)
+	}
 	d := decoder{b: payload}
 	status := d.u8()
 	a.RequestID = d.u64()
@@ -182,11 +199,17 @@ func DecodeAck(payload []byte) (Ack, error) {
 	code := Code(d.u16())
 	retry := RetryClass(d.u8())
 	msg := d.bytes16()
+	if flags&FlagPublishAckOffset != 0 {
+		a.Offset, a.HasOffset = d.u64(), true
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d trailing bytes after ack", ErrMalformed, len(d.b))
 	}
 	if d.err == nil && status > 1 {
 		d.err = fmt.Errorf("%w: ack status %d", ErrMalformed, status)
+	}
+	if d.err == nil && status == 1 && a.HasOffset {
+		d.err = fmt.Errorf("%w: an error ack carries no offset", ErrMalformed)
 	}
 	if d.err != nil {
 		return a, d.err
@@ -197,7 +220,8 @@ func DecodeAck(payload []byte) (Ack, error) {
 	return a, nil
 }
 
-// EventBatchLen is the encoded size of a shared event batch frame.
+// EventBatchLen is the encoded size of a shared event batch frame; with
+// offsets it is 8 bytes more.
 func EventBatchLen(payloads [][]byte) int {
 	n := HeaderLen + 4
 	for _, p := range payloads {
@@ -212,6 +236,20 @@ func EventBatchLen(payloads [][]byte) int {
 func AppendEventBatch(b []byte, payloads [][]byte) []byte {
 	b = slices.Grow(b, EventBatchLen(payloads))
 	b = AppendHeader(b, FlagEventBatch, EventBatchLen(payloads)-HeaderLen)
+	return appendEvents(b, payloads)
+}
+
+// AppendEventBatchOffsets appends the same frame with a u64 base offset
+// before the count (FlagEventBatchOffsets): event i is at base+i.
+func AppendEventBatchOffsets(b []byte, base uint64, payloads [][]byte) []byte {
+	n := EventBatchLen(payloads) + 8
+	b = slices.Grow(b, n)
+	b = AppendHeader(b, FlagEventBatch|FlagEventBatchOffsets, n-HeaderLen)
+	b = binary.BigEndian.AppendUint64(b, base)
+	return appendEvents(b, payloads)
+}
+
+func appendEvents(b []byte, payloads [][]byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payloads)))
 	for _, p := range payloads {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
@@ -222,22 +260,35 @@ func AppendEventBatch(b []byte, payloads [][]byte) []byte {
 
 // DecodeEventBatch decodes an event batch payload; the events alias payload.
 func DecodeEventBatch(payload []byte) ([][]byte, error) {
+	_, events, err := DecodeEventBatchFlags(FlagEventBatch, payload)
+	return events, err
+}
+
+// DecodeEventBatchFlags decodes an event batch whose header carried flags,
+// returning its base offset when FlagEventBatchOffsets is set.
+func DecodeEventBatchFlags(flags uint16, payload []byte) (base uint64, events [][]byte, err error) {
+	if flags&FlagEventBatch == 0 || flags&^(FlagEventBatch|FlagEventBatchOffsets) != 0 {
+		return 0, nil, fmt.Errorf("%w: flags %#04x are not an event batch", ErrMalformed, flags)
+	}
 	d := decoder{b: payload}
+	if flags&FlagEventBatchOffsets != 0 {
+		base = d.u64()
+	}
 	count := d.u32()
 	if d.err == nil && uint64(count)*4 > uint64(len(d.b)) {
-		return nil, fmt.Errorf("%w: %d events cannot fit in %d bytes", ErrMalformed, count, len(d.b))
+		return 0, nil, fmt.Errorf("%w: %d events cannot fit in %d bytes", ErrMalformed, count, len(d.b))
 	}
 	if d.err != nil {
-		return nil, d.err
+		return 0, nil, d.err
 	}
-	events := make([][]byte, 0, count)
+	events = make([][]byte, 0, count)
 	for i := uint32(0); i < count && d.err == nil; i++ {
 		events = append(events, d.bytes32())
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d trailing bytes after event batch", ErrMalformed, len(d.b))
 	}
-	return events, d.err
+	return base, events, d.err
 }
 
 func appendBytes16(b, v []byte) []byte {

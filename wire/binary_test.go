@@ -306,7 +306,7 @@ func TestAckRoundTrip(t *testing.T) {
 			if h.Flags != FlagPublishAck {
 				t.Fatalf("flags = %#04x, want FlagPublishAck", h.Flags)
 			}
-			got, err := DecodeAck(payload)
+			got, err := DecodeAck(FlagPublishAck, payload)
 			if err != nil {
 				t.Fatalf("DecodeAck: %v", err)
 			}
@@ -343,13 +343,13 @@ func TestDecodeAckRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := DecodeAck(tt.give); !errors.Is(err, ErrMalformed) {
+			if _, err := DecodeAck(FlagPublishAck, tt.give); !errors.Is(err, ErrMalformed) {
 				t.Fatalf("DecodeAck(% x) error = %v, want ErrMalformed", tt.give, err)
 			}
 		})
 	}
 	for n := 0; n < len(valid); n++ {
-		if _, err := DecodeAck(valid[:n]); !errors.Is(err, ErrMalformed) {
+		if _, err := DecodeAck(FlagPublishAck, valid[:n]); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("ack cut at %d of %d: error = %v, want ErrMalformed", n, len(valid), err)
 		}
 	}

@@ -47,10 +47,18 @@ const (
 	FlagPublishAck uint16 = 0x0010
 	// FlagPublishKeyed modifies FlagPublishBatch: a u16-prefixed routing key follows the acked prefix.
 	FlagPublishKeyed uint16 = 0x0040
+	// FlagEventBatchOffsets: a u64 base offset comes before the event count;
+	// event i is at base+i. Sent only to clients that offered it, and only
+	// for durable streams (an in-memory stream's events carry no offsets).
+	FlagEventBatchOffsets uint16 = 0x0020
+	// FlagPublishAckOffset: a successful ack ends with the u64 offset of the
+	// request's first record.
+	FlagPublishAckOffset uint16 = 0x1000
 
 	// knownFlags is every bit this version understands. Unknown bits are
 	// rejected, never masked, so a newer peer's layout is not misread.
-	knownFlags = FlagPublishBatch | FlagEventBatch | FlagPublishAcked | FlagPublishAck | FlagPublishKeyed
+	knownFlags = FlagPublishBatch | FlagEventBatch | FlagPublishAcked | FlagPublishAck | FlagPublishKeyed |
+		FlagEventBatchOffsets | FlagPublishAckOffset
 )
 
 // Header is a decoded frame header.

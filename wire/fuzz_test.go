@@ -208,7 +208,7 @@ func FuzzDecodeAck(f *testing.F) {
 }
 
 func checkAck(t *testing.T, payload []byte) {
-	a, err := DecodeAck(payload)
+	a, err := DecodeAck(FlagPublishAck, payload)
 	if err != nil {
 		if !errors.Is(err, ErrMalformed) {
 			t.Fatalf("DecodeAck error %v is not ErrMalformed", err)
@@ -216,7 +216,7 @@ func checkAck(t *testing.T, payload []byte) {
 		return
 	}
 	re := AppendAck(nil, &a)[HeaderLen:]
-	again, err := DecodeAck(re)
+	again, err := DecodeAck(FlagPublishAck, re)
 	if err != nil {
 		t.Fatalf("re-encoded ack does not decode: %v", err)
 	}

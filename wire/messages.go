@@ -123,6 +123,7 @@ type StreamCreate struct {
 	Namespace      string `msgpack:"namespace"`
 	Stream         string `msgpack:"stream"`
 	Shards         uint32 `msgpack:"shards"`
+	Durable        bool   `msgpack:"durable,omitempty"`
 	Routing        string `msgpack:"routing,omitempty"`
 	RetentionBytes int64  `msgpack:"retention_bytes,omitempty"`
 	RetentionAgeMS int64  `msgpack:"retention_age_ms,omitempty"`

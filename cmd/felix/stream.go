@@ -9,13 +9,17 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/config"
 )
 
 type streamOpts struct {
-	conn    connOpts
-	shards  uint32
-	routing string
-	json    bool
+	conn           connOpts
+	shards         uint32
+	routing        string
+	durable        bool
+	retentionBytes string
+	retentionAge   time.Duration
+	json           bool
 }
 
 func newStreamCmd() *command {
@@ -24,6 +28,9 @@ func newStreamCmd() *command {
 	o.conn.register(fs)
 	fs.Uint32Var(&o.shards, "shards", 1, "create: the shard count; a key picks the shard, no key goes to shard 0")
 	fs.StringVar(&o.routing, "routing", "modulo", "create: how keys map to shards: modulo or jump (jump consistent hashing)")
+	fs.BoolVar(&o.durable, "durable", false, "create: keep the stream in the broker's durable log (offsets, survives restarts)")
+	fs.StringVar(&o.retentionBytes, "retention-bytes", "0", "create, durable only: keep about this much per shard, e.g. 10GiB (0: the broker's durable_retention_bytes)")
+	fs.DurationVar(&o.retentionAge, "retention-age", 0, "create, durable only: keep records about this long, e.g. 72h (0: the broker's durable_retention_age_ms)")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	c := &command{
 		name:  "stream",
@@ -31,10 +38,9 @@ func newStreamCmd() *command {
 		short: "create, list, describe and delete streams",
 		long: `Administers streams. A stream that is only published or subscribed to is
 made implicitly, in memory, with one shard; create one first to give it
-shards or jump routing. (Durable streams and their retention come with the
-durable log.) Definitions survive a broker restart.
+shards, jump routing, or durability. Retention deletes whole segments. Definitions survive a broker restart.
 
-  felix stream create --stream S [--shards N] [--routing modulo|jump]
+  felix stream create --stream S [--shards N] [--routing modulo|jump] [--durable [--retention-bytes B] [--retention-age D]]
   felix stream ls [--namespace NS]
   felix stream info --stream S
   felix stream rm --stream S`,
@@ -61,6 +67,10 @@ func (o *streamOpts) run(ctx context.Context, args []string) error {
 	default:
 		return usagef("unknown stream command %q (want create, ls, info or rm)", verb)
 	}
+	retention, err := config.ParseBytes(o.retentionBytes)
+	if err != nil {
+		return usagef("--retention-bytes: %v", err)
+	}
 	c, err := o.conn.dial(ctx)
 	if err != nil {
 		return err
@@ -72,7 +82,9 @@ func (o *streamOpts) run(ctx context.Context, args []string) error {
 	}()
 	switch verb {
 	case "create":
-		info, err := c.CreateStream(ctx, o.conn.streamRef(), client.StreamConfig{Shards: o.shards, Routing: o.routing})
+		info, err := c.CreateStream(ctx, o.conn.streamRef(), client.StreamConfig{
+			Shards: o.shards, Routing: o.routing, Durable: o.durable, RetentionBytes: retention, RetentionAge: o.retentionAge,
+		})
 		if err != nil {
 			return err
 		}

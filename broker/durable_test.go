@@ -1,0 +1,129 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/internal/brokertest"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// TestDurableOffsetsAndRestart: on a durable stream acked publishes return
+// the offset of their first record, events carry their offsets, and a
+// broker restarted on the same data directory continues the offsets where
+// they stopped (no offset reused), under each fsync policy.
+func TestDurableOffsetsAndRestart(t *testing.T) {
+	for _, fsync := range []string{"on_commit", "periodic", "none"} {
+		t.Run(fsync, func(t *testing.T) {
+			cfg := brokertest.Config(t)
+			cfg.DurableFsync = fsync
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st := client.Stream{Name: "ledger"}
+
+			b := brokertest.Start(t, cfg)
+			c := brokertest.Dial(t, b, cfg)
+			info, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 1, Durable: true})
+			if err != nil || !info.Durable {
+				t.Fatalf("create durable: %+v, %v", info, err)
+			}
+			sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{})
+			if err != nil {
+				t.Fatalf("subscribe: %v", err)
+			}
+			var next uint64
+			for i := range 5 {
+				batch := [][]byte{[]byte(fmt.Sprintf("r%d-a", i)), []byte(fmt.Sprintf("r%d-b", i))}
+				res, err := c.PublishResult(ctx, st, batch, client.PublishOptions{Ack: wire.AckPerBatch})
+				if err != nil {
+					t.Fatalf("publish %d: %v", i, err)
+				}
+				if !res.HasOffset || res.Offset != next {
+					t.Fatalf("publish %d: offset %d (present %v), want %d", i, res.Offset, res.HasOffset, next)
+				}
+				next += 2
+			}
+			for want := range next {
+				ev, err := sub.Next(ctx)
+				if err != nil {
+					t.Fatalf("event %d: %v", want, err)
+				}
+				if !ev.HasOffset || ev.Offset != want {
+					t.Fatalf("event %q at offset %d (present %v), want offset %d", ev.Payload, ev.Offset, ev.HasOffset, want)
+				}
+			}
+			_ = c.Close(ctx)
+			if err := b.Stop(ctx); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+
+			b2 := brokertest.Start(t, cfg)
+			c2 := brokertest.Dial(t, b2, cfg)
+			res, err := c2.PublishResult(ctx, st, [][]byte{[]byte("after restart")}, client.PublishOptions{Ack: wire.AckPerBatch})
+			if err != nil {
+				t.Fatalf("publish after restart: %v", err)
+			}
+			if res.Offset != next {
+				t.Fatalf("first offset after restart = %d, want %d (offsets continue, none reused)", res.Offset, next)
+			}
+		})
+	}
+}
+
+// TestInMemoryEventsCarryNoOffsets: offsets are a durable stream's; an
+// in-memory stream's events and acks carry none.
+func TestInMemoryEventsCarryNoOffsets(t *testing.T) {
+	cfg := brokertest.Config(t)
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "mem"}
+	sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PublishResult(ctx, st, [][]byte{[]byte("x")}, client.PublishOptions{})
+	if err != nil || res.HasOffset {
+		t.Fatalf("in-memory publish: %+v, %v; want no offset", res, err)
+	}
+	ev, err := sub.Next(ctx)
+	if err != nil || ev.HasOffset {
+		t.Fatalf("in-memory event: %+v, %v; want no offset", ev, err)
+	}
+}
+
+// TestDurableStreamDeleteRemovesData: a durable stream deleted and created
+// again starts at offset 0.
+func TestDurableStreamDeleteRemovesData(t *testing.T) {
+	cfg := brokertest.Config(t)
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "gone"}
+	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishResult(ctx, st, [][]byte{[]byte("a"), []byte("b")}, client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteStream(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PublishResult(ctx, st, [][]byte{[]byte("c")}, client.PublishOptions{})
+	if err != nil || res.Offset != 0 {
+		t.Fatalf("first publish to the re-created stream: %+v, %v; want offset 0", res, err)
+	}
+	// Retention is for durable streams only.
+	if _, err := c.CreateStream(ctx, client.Stream{Name: "mem"}, client.StreamConfig{RetentionAge: time.Hour}); !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Fatalf("retention on an in-memory stream: %v, want invalid_request", err)
+	}
+}
