@@ -11,7 +11,10 @@ import (
 )
 
 // durableLog adapts persistence.Log to what a durable shard needs.
-type durableLog struct{ *persistence.Log }
+type durableLog struct {
+	*persistence.Log
+	onCommit bool
+}
 
 func (l durableLog) Append(base uint64, records [][]byte, now time.Time) error {
 	_, err := l.Log.Append(base, records, now)
@@ -21,6 +24,22 @@ func (l durableLog) Append(base uint64, records [][]byte, now time.Time) error {
 func (l durableLog) EnforceRetention(now time.Time) error {
 	_, err := l.Log.EnforceRetention(now)
 	return err
+}
+
+func (l durableLog) Read(from uint64, maxRecords, maxBytes int) (streams.ReadPage, error) {
+	p, err := l.Log.Read(from, maxRecords, maxBytes)
+	out := streams.ReadPage{Next: p.Next, Records: make([]streams.Record, len(p.Records))}
+	for i, r := range p.Records {
+		out.Records[i] = streams.Record{Offset: r.Offset, Time: r.Time, Value: r.Value}
+	}
+	return out, err
+}
+
+func (l durableLog) Committed() uint64 {
+	if l.onCommit {
+		return l.Log.Synced()
+	}
+	return l.Log.NextOffset()
 }
 
 // logDir is where a shard's log lives: <data_dir>/streams/<t>/<ns>/<s>/<shard>.
@@ -51,7 +70,8 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 	if err != nil {
 		return nil, false, err
 	}
-	return durableLog{log}, policy == persistence.FsyncOnCommit, nil
+	onCommit := policy == persistence.FsyncOnCommit
+	return durableLog{Log: log, onCommit: onCommit}, onCommit, nil
 }
 
 // removeLogs deletes a deleted durable stream's data. The directory is

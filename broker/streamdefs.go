@@ -109,3 +109,69 @@ func (s *session) DeleteStream(req *wire.StreamDelete) error {
 	s.forgetStream(scope)
 	return res.Err
 }
+
+// Range-read bounds: at most this many records and about this many bytes
+// per page, whatever the client asks (the reference's caps).
+const (
+	maxReadRecords = 10000
+	maxReadBytes   = 4 << 20
+)
+
+// ReadStream implements transport.Session: one page of committed records of
+// a durable shard. It reads the shard's log directly, from this connection's
+// goroutine: a read never waits and registers nothing with the shard.
+func (s *session) ReadStream(req *wire.StreamRead) (*wire.StreamRecords, error) {
+	scope := wire.Scope{Tenant: req.Tenant, Namespace: req.Namespace, Stream: req.Stream}
+	if err := scope.Validate(); err != nil {
+		return nil, err
+	}
+	// A read never creates a stream: an unknown one is not_found.
+	res, err := streams.Request[*streams.StreamResult](s.b.system.Root, s.b.registry, &streams.GetStream{Scope: scope}, requestTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	def := res.Def
+	if !def.Durable {
+		return nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory; range reads need a durable stream (felix stream create --durable)", scope)
+	}
+	ref, err := s.shard(scope, req.Shard)
+	if err != nil {
+		return nil, err
+	}
+	log := ref.Log
+	committed, start := log.Committed(), log.StartOffset()
+	switch {
+	case req.From > committed:
+		return nil, wire.NewError(wire.CodeInvalidRequest, "in_future: offset %d is past the committed end %d of %s shard %d", req.From, committed, scope, req.Shard)
+	case req.From < start:
+		return nil, wire.NewError(wire.CodeNotFound, "too_old: offset %d is below what retention kept; the oldest is %d", req.From, start)
+	}
+	end := committed
+	if req.End != nil && *req.End < end {
+		end = *req.End
+	}
+	out := &wire.StreamRecords{RequestID: req.RequestID, NextOffset: req.From, Committed: committed, Records: []wire.StreamRecord{}}
+	if req.From >= end {
+		return out, nil
+	}
+	maxRecords := int(min(uint64(maxReadRecords), end-req.From))
+	if req.MaxRecords > 0 {
+		maxRecords = min(maxRecords, int(req.MaxRecords))
+	}
+	maxBytes := maxReadBytes
+	if req.MaxBytes > 0 {
+		maxBytes = min(maxBytes, int(req.MaxBytes))
+	}
+	page, err := log.Read(req.From, maxRecords, maxBytes)
+	if err != nil {
+		return nil, wire.NewError(wire.CodeStorage, "read %s shard %d at %d: %v", scope, req.Shard, req.From, err)
+	}
+	for _, r := range page.Records {
+		out.Records = append(out.Records, wire.StreamRecord{Offset: r.Offset, TimeMS: r.Time.UnixMilli(), Payload: r.Value})
+	}
+	out.NextOffset = page.Next
+	return out, nil
+}

@@ -171,7 +171,8 @@ func readMessage(fr *wire.FrameReader) (wire.Message, error) {
 	if h.Flags != 0 {
 		return nil, fmt.Errorf("%w: expected a control message, got flags %#04x", ErrProtocol, h.Flags)
 	}
-	return wire.DecodeMessage(payload)
+	// A broker's answers can be as large as a frame (a page of records).
+	return wire.DecodeMessageLimit(payload, fr.MaxLen)
 }
 
 // readControl routes control answers to the request waiting for them.
@@ -195,6 +196,8 @@ func (c *Client) readControl() {
 		case *wire.StreamInfo:
 			id = m.RequestID
 		case *wire.StreamInfos:
+			id = m.RequestID
+		case *wire.StreamRecords:
 			id = m.RequestID
 		}
 		if ch, ok := c.waiters.LoadAndDelete(id); ok {

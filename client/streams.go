@@ -106,3 +106,58 @@ func (c *Client) DeleteStream(ctx context.Context, s Stream) error {
 	_, err := c.request(ctx, id, &wire.StreamDelete{RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream})
 	return err
 }
+
+// ReadOptions bound one range read.
+type ReadOptions struct {
+	Shard uint32
+	// End, when HasEnd, stops the page before this offset.
+	End    uint64
+	HasEnd bool
+	// MaxRecords and MaxBytes cap the page (the broker caps them too:
+	// 10000 records, 4 MiB).
+	MaxRecords uint32
+	MaxBytes   uint32
+}
+
+// Record is one record of a range read.
+type Record struct {
+	Offset  uint64
+	Time    time.Time
+	Payload []byte
+}
+
+// Page is one page of a range read: the records, the offset to read from
+// next, and the committed end when the page was made (Next == Committed
+// means the reader is caught up).
+type Page struct {
+	Records   []Record
+	Next      uint64
+	Committed uint64
+}
+
+// Read returns one page of committed records of a durable stream's shard
+// from offset from. It never waits for new records and registers nothing.
+func (c *Client) Read(ctx context.Context, s Stream, from uint64, o ReadOptions) (Page, error) {
+	scope := s.scope(c)
+	id := c.nextReq.Add(1)
+	req := &wire.StreamRead{
+		RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream,
+		Shard: o.Shard, From: from, MaxRecords: o.MaxRecords, MaxBytes: o.MaxBytes,
+	}
+	if o.HasEnd {
+		req.End = &o.End
+	}
+	res, err := c.request(ctx, id, req)
+	if err != nil {
+		return Page{}, err
+	}
+	m, ok := res.(*wire.StreamRecords)
+	if !ok {
+		return Page{}, fmt.Errorf("%w: read answered with %s", ErrProtocol, res.Type())
+	}
+	p := Page{Next: m.NextOffset, Committed: m.Committed, Records: make([]Record, len(m.Records))}
+	for i, r := range m.Records {
+		p.Records[i] = Record{Offset: r.Offset, Time: time.UnixMilli(r.TimeMS).UTC(), Payload: r.Payload}
+	}
+	return p, nil
+}

@@ -19,7 +19,28 @@ type Log interface {
 	NextOffset() uint64
 	// EnforceRetention deletes whole segments past the retention bounds.
 	EnforceRetention(now time.Time) error
+	// Read returns up to maxRecords (and about maxBytes) records from
+	// offset from; it never waits. Safe from any goroutine.
+	Read(from uint64, maxRecords, maxBytes int) (ReadPage, error)
+	// StartOffset is the oldest record retention kept.
+	StartOffset() uint64
+	// Committed is the end of what readers may see: under on_commit what
+	// is on the device, otherwise what is written.
+	Committed() uint64
 	Close() error
+}
+
+// Record is one record read back from a durable shard.
+type Record struct {
+	Offset uint64
+	Time   time.Time
+	Value  []byte
+}
+
+// ReadPage is one page of records and the offset to read next.
+type ReadPage struct {
+	Records []Record
+	Next    uint64
 }
 
 // retentionInterval is how often a durable shard enforces retention. Whole

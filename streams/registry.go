@@ -25,7 +25,10 @@ type ShardRef struct {
 	PID     *actor.PID
 	Mailbox *actors.Mailbox
 	Durable bool
-	Err     error
+	// Log is a durable shard's log, for readers outside the actor (range
+	// reads and replay never go through the shard's mailbox).
+	Log Log
+	Err error
 }
 
 // RegistryConfig configures the registry and the shards it makes.
@@ -150,6 +153,7 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 	}
 	ref.PID = pid
 	ref.Durable = def.Durable
+	ref.Log = sh.log
 	if r.cfg.OnSpawned != nil {
 		r.cfg.OnSpawned(pid, ref.Mailbox, msg.Scope, msg.Shard)
 	}

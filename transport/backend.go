@@ -55,6 +55,8 @@ type Session interface {
 	GetStream(req *wire.StreamGet) (*wire.StreamInfo, error)
 	ListStreams(req *wire.StreamList) (*wire.StreamInfos, error)
 	DeleteStream(req *wire.StreamDelete) error
+	// ReadStream returns one page of a durable shard's committed records.
+	ReadStream(req *wire.StreamRead) (*wire.StreamRecords, error)
 	// Close ends every subscription; the connection is gone.
 	Close()
 }

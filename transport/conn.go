@@ -245,6 +245,8 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.GetStream(m) })
 	case *wire.StreamList:
 		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.ListStreams(m) })
+	case *wire.StreamRead:
+		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.ReadStream(m) })
 	case *wire.StreamDelete:
 		answer(r, m.RequestID, func() (wire.Message, error) {
 			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(m)

@@ -26,6 +26,8 @@ const (
 	TypeStreamDelete     MsgType = "stream_delete"
 	TypeStreamInfo       MsgType = "stream_info"
 	TypeStreamInfos      MsgType = "stream_infos"
+	TypeStreamRead       MsgType = "stream_read"
+	TypeStreamRecords    MsgType = "stream_records"
 )
 
 // Feature bits say which requests exist. They are negotiated in the
@@ -176,6 +178,40 @@ type StreamInfos struct {
 	Streams   []StreamInfo `msgpack:"streams"`
 }
 
+// StreamRead asks for one page of committed records of a durable shard,
+// from From, stopping before End when End is set; it never waits and
+// registers nothing. Answered by StreamRecords.
+type StreamRead struct {
+	RequestID  uint64  `msgpack:"request_id"`
+	Tenant     string  `msgpack:"tenant"`
+	Namespace  string  `msgpack:"namespace"`
+	Stream     string  `msgpack:"stream"`
+	Shard      uint32  `msgpack:"shard,omitempty"`
+	From       uint64  `msgpack:"from"`
+	End        *uint64 `msgpack:"end,omitempty"`
+	MaxRecords uint32  `msgpack:"max_records,omitempty"`
+	MaxBytes   uint32  `msgpack:"max_bytes,omitempty"`
+}
+
+// StreamRecord is one record of a StreamRecords page.
+type StreamRecord struct {
+	Offset  uint64 `msgpack:"offset"`
+	TimeMS  int64  `msgpack:"time_ms"`
+	Payload []byte `msgpack:"payload"`
+}
+
+// StreamRecords answers StreamRead: the records and the offset to read from
+// next. Committed is the end of what could be read when the page was made.
+type StreamRecords struct {
+	RequestID  uint64         `msgpack:"request_id"`
+	Records    []StreamRecord `msgpack:"records"`
+	NextOffset uint64         `msgpack:"next_offset"`
+	Committed  uint64         `msgpack:"committed"`
+}
+
+func (*StreamRead) Type() MsgType    { return TypeStreamRead }
+func (*StreamRecords) Type() MsgType { return TypeStreamRecords }
+
 func (*StreamCreate) Type() MsgType { return TypeStreamCreate }
 func (*StreamGet) Type() MsgType    { return TypeStreamGet }
 func (*StreamList) Type() MsgType   { return TypeStreamList }
@@ -222,6 +258,10 @@ func newMessage(t MsgType) Message {
 		return &StreamInfo{}
 	case TypeStreamInfos:
 		return &StreamInfos{}
+	case TypeStreamRead:
+		return &StreamRead{}
+	case TypeStreamRecords:
+		return &StreamRecords{}
 	}
 	return nil
 }
@@ -251,10 +291,18 @@ func AppendMessage(b []byte, m Message) ([]byte, error) {
 	return append(b, payload...), nil
 }
 
-// DecodeMessage decodes a control payload (a frame with no flags).
+// DecodeMessage decodes a control payload (a frame with no flags) of at
+// most MaxControlBytes: what a broker accepts from a client.
 func DecodeMessage(payload []byte) (Message, error) {
-	if len(payload) > MaxControlBytes {
-		return nil, fmt.Errorf("%w: control message of %d bytes, cap %d", ErrFrameTooLarge, len(payload), MaxControlBytes)
+	return DecodeMessageLimit(payload, MaxControlBytes)
+}
+
+// DecodeMessageLimit decodes a control payload of at most limit bytes. A
+// client reading a broker's answers uses the frame cap: a page of records
+// is larger than any request.
+func DecodeMessageLimit(payload []byte, limit int) (Message, error) {
+	if len(payload) > limit {
+		return nil, fmt.Errorf("%w: control message of %d bytes, cap %d", ErrFrameTooLarge, len(payload), limit)
 	}
 	if err := checkMsgpack(payload); err != nil {
 		return nil, err
