@@ -195,14 +195,19 @@ func (s *session) admit(p *wire.Publish, done transport.PublishDone) error {
 // hello, the feeder exists and is bound to a lane and the connection writer,
 // and only then is the subscriber registered with the shard; Subscribed goes
 // back once the shard has it, so every publish after Subscribed is seen.
-func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.EventSink, error)) (*wire.Subscribed, error) {
+func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.EventSink, error)) (*wire.Subscribed, func(), error) {
+	res, then, err := s.subscribe(req, open)
+	return res, then, err
+}
+
+func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.EventSink, error)) (*wire.Subscribed, func(), error) {
 	scope := req.Scope()
 	if err := scope.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	capacity := s.grantCapacity(req.QueueCapacity)
 	if _, err := s.stream(scope); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ref, err := s.shard(scope, req.Shard)
 	if err != nil && errors.Is(err, wire.ErrNotFound) {
@@ -210,23 +215,23 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		ref, err = s.shard(scope, req.Shard)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id := s.b.nextSubID.Add(1)
 	sink, err := open(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	lane, err := s.b.lane(s.b.selector.Select(id, s.info.ID))
 	if err != nil {
 		_ = sink.Close()
-		return nil, wire.NewError(wire.CodeInternal, "writer lane: %v", err)
+		return nil, nil, wire.NewError(wire.CodeInternal, "writer lane: %v", err)
 	}
 	writer, err := s.liveWriter()
 	if err != nil {
 		_ = sink.Close()
-		return nil, wire.NewError(wire.CodeInternal, "connection writer: %v", err)
+		return nil, nil, wire.NewError(wire.CodeInternal, "connection writer: %v", err)
 	}
 	var queue *actors.Mailbox
 	var feederGone atomic.Bool // set before feederStopped runs; read under mu below
@@ -239,6 +244,8 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		Log:            s.b.log,
 		Shard:          ref.PID,
 		Offsets:        ref.Durable && s.info.Flags&wire.FlagEventBatchOffsets != 0,
+		Durable:        ref.Durable,
+		OnLagged:       func(from uint64) { s.lagged(id, from) },
 		OnStopped:      func() { feederGone.Store(true); s.feederStopped(id) },
 		Budget:         s.b.queueTotal,
 	}, actors.MailboxConfig{
@@ -251,10 +258,26 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 	}, func(m *actors.Mailbox) { queue = m })
 
 	root := s.b.system.Root
-	if _, err := root.RequestFuture(writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}, requestTimeout).Result(); err != nil {
-		egress.Close()
+	register := func() error {
+		if _, err := root.RequestFuture(writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}, requestTimeout).Result(); err != nil {
+			egress.Close()
+			_ = sink.Close()
+			return wire.NewError(wire.CodeInternal, "register subscription with connection writer: %v", err)
+		}
+		return nil
+	}
+	if req.Start != "" && req.Start != "latest" && !ref.Durable {
 		_ = sink.Close()
-		return nil, wire.NewError(wire.CodeInternal, "register subscription with connection writer: %v", err)
+		egress.Close()
+		return nil, nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory: a subscription starts at the latest record (start needs a durable stream)", scope)
+	}
+	// An in-memory subscription registers with the writer now. A durable
+	// one replays its history into the stream first, so it registers
+	// after (see resume).
+	if !ref.Durable {
+		if err := register(); err != nil {
+			return nil, nil, err
+		}
 	}
 	feeder, err := actors.Spawn(root, s.b.subscribers, fmt.Sprintf("sub-%d", id), props, requestTimeout)
 	if err == nil {
@@ -265,19 +288,35 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 	}
 	if err != nil {
 		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id})
-		return nil, wire.NewError(wire.CodeInternal, "spawn feeder: %v", err)
+		return nil, nil, wire.NewError(wire.CodeInternal, "spawn feeder: %v", err)
 	}
-	if _, err := root.RequestFuture(ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue}, requestTimeout).Result(); err != nil {
+	res, err := root.RequestFuture(ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue}, requestTimeout).Result()
+	if err != nil {
 		root.Stop(feeder)
 		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id})
-		return nil, wire.NewError(wire.CodeShardUnavailable, "register with stream %s: %v", scope, err)
+		return nil, nil, wire.NewError(wire.CodeShardUnavailable, "register with stream %s: %v", scope, err)
+	}
+	added := res.(*streams.SubscriberAdded)
+	answer := &wire.Subscribed{RequestID: req.RequestID, SubscriptionID: id, QueueCapacity: capacity}
+	var then func()
+	if ref.Durable {
+		from, cerr := startOffset(req, added)
+		if cerr != nil {
+			root.Send(ref.PID, &streams.RemoveSubscriber{ID: id})
+			root.Stop(feeder)
+			egress.Close()
+			_ = sink.Close()
+			return nil, nil, cerr
+		}
+		answer.StartOffset, answer.LiveOffset, answer.Durable = from, added.Live, true
+		then = func() { s.resume(id, ref, sink, feeder, from, added.Live, register) }
 	}
 
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		s.end(&subscription{id: id, feeder: feeder, shard: ref, writer: writer}, endUnsubscribe)
-		return nil, wire.NewError(wire.CodeDraining, "connection closing")
+		return nil, nil, wire.NewError(wire.CodeDraining, "connection closing")
 	}
 	if feederGone.Load() {
 		// The feeder stopped (chaos, its shard or lane stopping) before the
@@ -286,12 +325,12 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		s.mu.Unlock()
 		root.Send(ref.PID, &streams.RemoveSubscriber{ID: id})
 		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id, Abort: true})
-		return nil, wire.NewError(wire.CodeShardUnavailable, "the subscription's feeder stopped while subscribing; subscribe again")
+		return nil, nil, wire.NewError(wire.CodeShardUnavailable, "the subscription's feeder stopped while subscribing; subscribe again")
 	}
 	s.subs[id] = &subscription{id: id, feeder: feeder, shard: ref, writer: writer}
 	s.mu.Unlock()
 	s.b.metrics.Subscriptions.Inc()
-	return &wire.Subscribed{RequestID: req.RequestID, SubscriptionID: id, QueueCapacity: capacity}, nil
+	return answer, then, nil
 }
 
 // grantCapacity clamps a requested queue capacity to [1, max]; zero (or
@@ -398,4 +437,97 @@ func (s *session) Close() {
 		s.end(sub, endConnClosed)
 	}
 	_ = s.b.system.Root.StopFuture(w.PID).Wait()
+}
+
+// startOffset resolves a durable subscription's start against the shard:
+// latest is the live offset, earliest the oldest kept; an offset must lie
+// between them, or the answer is a cursor error with the nearest usable one.
+func startOffset(req *wire.Subscribe, added *streams.SubscriberAdded) (uint64, error) {
+	switch req.Start {
+	case "", "latest":
+		return added.Live, nil
+	case "earliest":
+		return added.Start, nil
+	case "offset":
+		switch {
+		case req.StartOffset > added.Live:
+			return 0, &wire.CursorError{Reason: "in_future", Requested: req.StartOffset, Available: added.Live}
+		case req.StartOffset < added.Start:
+			return 0, &wire.CursorError{Reason: "too_old", Requested: req.StartOffset, Available: added.Start}
+		}
+		return req.StartOffset, nil
+	}
+	return 0, wire.NewError(wire.CodeInvalidRequest, "start %q is not latest, earliest or offset", req.Start)
+}
+
+// replayPageRecords bounds one page of history: the replay holds one page
+// in memory and writes it before reading the next, so a slow client slows
+// the reading instead of growing a buffer.
+const replayPageRecords = 1024
+
+// resume runs after Subscribed went out: it writes the history [from, live)
+// from the log straight into the event stream, page by page, then hands the
+// stream to the connection writer and releases the feeder, whose queue has
+// been collecting live batches from live on. History is never dropped; a
+// live batch dropped meanwhile shows as a gap, and the subscription ends
+// lagged with the offset to resume from.
+func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventSink, feeder *actor.PID, from, live uint64, register func() error) {
+	for from < live {
+		page, err := ref.Log.Read(from, int(min(live-from, replayPageRecords)), 1<<20)
+		if err == nil && len(page.Records) == 0 {
+			err = fmt.Errorf("no records at %d below %d", from, live)
+		}
+		if err != nil {
+			s.b.log.Warn().Err(err).Uint64("subscription", id).Msg("replay failed; subscription ended")
+			s.abandon(id, sink)
+			return
+		}
+		payloads := make([][]byte, len(page.Records))
+		for i, r := range page.Records {
+			payloads[i] = r.Value
+		}
+		if _, err := sink.Write(wire.AppendEventBatchOffsets(nil, page.Records[0].Offset, payloads)); err != nil {
+			s.abandon(id, sink) // the client went away
+			return
+		}
+		from = page.Next
+	}
+	s.mu.Lock()
+	_, alive := s.subs[id]
+	s.mu.Unlock()
+	if !alive {
+		_ = sink.Close() // unsubscribed during the replay
+		return
+	}
+	if err := register(); err != nil {
+		s.abandon(id, sink)
+		return
+	}
+	s.b.system.Root.Send(feeder, &subscribers.StartFrom{Offset: live})
+}
+
+// abandon ends a subscription whose replay failed.
+func (s *session) abandon(id uint64, sink transport.EventSink) {
+	if a, ok := sink.(lanes.Aborter); ok {
+		a.Abort()
+	} else {
+		_ = sink.Close()
+	}
+	if sub := s.take(id); sub != nil {
+		s.end(sub, endStreamFailed)
+	}
+}
+
+// lagged is a durable subscription's feeder reporting its first gap: the
+// subscription ends with SubscriptionLagged and the offset to resume from.
+func (s *session) lagged(id uint64, resumeFrom uint64) {
+	sub := s.take(id)
+	if sub == nil {
+		return
+	}
+	s.b.metrics.Subscriptions.Dec()
+	root := s.b.system.Root
+	root.Send(sub.shard.PID, &streams.RemoveSubscriber{ID: id})
+	root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: id, Lagged: true, ResumeFrom: resumeFrom})
+	// The feeder stops itself after reporting the gap.
 }

@@ -31,6 +31,15 @@ var (
 	ErrSubscriptionEnded = errors.New("client: the broker ended the subscription; subscribe again")
 )
 
+// LaggedError ends a durable subscription that fell behind its queue:
+// nothing was skipped silently; subscribe again from ResumeFrom (or use
+// SubscribeResuming, which does).
+type LaggedError struct{ ResumeFrom uint64 }
+
+func (e *LaggedError) Error() string {
+	return fmt.Sprintf("client: subscription lagged; resume from offset %d", e.ResumeFrom)
+}
+
 // Options configure Dial. The zero value trusts the system roots.
 type Options struct {
 	// Tenant scopes the connection (default "default").
@@ -199,6 +208,8 @@ func (c *Client) readControl() {
 			id = m.RequestID
 		case *wire.StreamRecords:
 			id = m.RequestID
+		case *wire.SubscribeCursorError:
+			id = m.RequestID
 		}
 		if ch, ok := c.waiters.LoadAndDelete(id); ok {
 			ch.(chan wire.Message) <- msg
@@ -229,8 +240,11 @@ func (c *Client) request(ctx context.Context, id uint64, m wire.Message) (wire.M
 	}
 	select {
 	case res := <-ch:
-		if e, ok := res.(*wire.ErrorMsg); ok {
+		switch e := res.(type) {
+		case *wire.ErrorMsg:
 			return nil, e.Err()
+		case *wire.SubscribeCursorError:
+			return nil, &wire.CursorError{Reason: e.Reason, Requested: e.Requested, Available: e.Available}
 		}
 		return res, nil
 	case <-ctx.Done():

@@ -29,7 +29,22 @@ type SubscribeOptions struct {
 	QueueCapacity int
 	// Shard picks the shard of a multi-shard stream (default 0).
 	Shard uint32
+	// From starts a durable subscription at an offset (FromOffset), at the
+	// oldest record kept (FromEarliest) or, by default, at the next record
+	// published. History is replayed, then live delivery continues.
+	From       StartFrom
+	FromOffset uint64
 }
+
+// StartFrom is where a subscription starts.
+type StartFrom string
+
+// Where a subscription starts.
+const (
+	FromLatest   StartFrom = ""
+	FromEarliest StartFrom = "earliest"
+	FromOffset   StartFrom = "offset"
+)
 
 // Subscription receives a stream's events in publish order.
 type Subscription struct {
@@ -37,7 +52,10 @@ type Subscription struct {
 	id       uint64
 	capacity int
 	events   chan Event
-	stream   *quic.ReceiveStream
+	// On a durable stream: where delivery starts and where history ends.
+	startOffset, liveOffset uint64
+	durable                 bool
+	stream                  *quic.ReceiveStream
 
 	closeOnce sync.Once
 	done      chan struct{}
@@ -47,6 +65,12 @@ type Subscription struct {
 
 // ID is the broker's subscription id.
 func (s *Subscription) ID() uint64 { return s.id }
+
+// Offsets returns, on a durable stream, the first offset this subscription
+// delivers and the live offset (below it: history; from it on: live).
+func (s *Subscription) Offsets() (start, live uint64, durable bool) {
+	return s.startOffset, s.liveOffset, s.durable
+}
 
 // QueueCapacity is the subscriber queue capacity the broker granted.
 func (s *Subscription) QueueCapacity() int { return s.capacity }
@@ -85,6 +109,7 @@ func (c *Client) Subscribe(ctx context.Context, st Stream, o SubscribeOptions) (
 	res, err := c.request(ctx, id, &wire.Subscribe{
 		RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream,
 		QueueCapacity: int64(o.QueueCapacity), Shard: o.Shard,
+		Start: string(o.From), StartOffset: o.FromOffset,
 	})
 	if err != nil {
 		return nil, err
@@ -99,6 +124,7 @@ func (c *Client) Subscribe(ctx context.Context, st Stream, o SubscribeOptions) (
 	}
 	s := &Subscription{
 		c: c, id: ok.SubscriptionID, capacity: ok.QueueCapacity,
+		startOffset: ok.StartOffset, liveOffset: ok.LiveOffset, durable: ok.Durable,
 		events: make(chan Event, c.opts.SubscriptionBuffer), stream: rs, done: make(chan struct{}),
 	}
 	c.subsMu.Lock()
@@ -172,6 +198,16 @@ func (s *Subscription) read() {
 		h, payload, err := fr.Next()
 		if err != nil {
 			s.finish(err)
+			return
+		}
+		if h.Flags == 0 {
+			// The only control frame an event stream carries is its end.
+			msg, err := wire.DecodeMessageLimit(payload, 1<<16)
+			if lag, ok := msg.(*wire.SubscriptionLagged); ok && err == nil {
+				s.finish(&LaggedError{ResumeFrom: lag.ResumeFrom})
+			} else {
+				s.finish(fmt.Errorf("%w: unexpected control message on an event stream", ErrProtocol))
+			}
 			return
 		}
 		base, events, err := wire.DecodeEventBatchFlags(h.Flags, payload)

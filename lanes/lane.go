@@ -28,6 +28,10 @@ type Deliver struct {
 	// when the total is off.
 	Held   int64
 	Budget *actors.ByteBudget
+	// Next is the offset after the batch's last record on a durable stream
+	// (0 otherwise): the writer resumes a lagged subscription from the last
+	// batch it really queued.
+	Next uint64
 }
 
 // GiveBack returns what a Deliver holds when it ends without being written:

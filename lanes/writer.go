@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/wire"
 )
 
 // EventStream is where a subscription's frames go: the QUIC send stream the
@@ -40,6 +41,13 @@ type Unregister struct {
 	actors.ControlMessage
 	SubscriptionID uint64
 	Abort          bool
+	// Lagged ends a durable subscription that fell behind: after what is
+	// queued, a SubscriptionLagged frame tells the client where to resume:
+	// ResumeFrom, or the offset after the last batch the writer queued if
+	// that is further (a batch still in a lane arrives too late and is
+	// dropped; the client reads it again from there).
+	Lagged     bool
+	ResumeFrom uint64
 }
 
 // writeDone is a subscription's write goroutine reporting one finished write.
@@ -84,9 +92,10 @@ type subWriter struct {
 	egress   *Egress
 	queue    [][]byte
 	queued   int64
-	records  int   // records in queue, counted as delivered once written
-	held     int64 // subscriber-budget bytes of the queued batches
-	inHeld   int64 // and of the write in flight
+	records  int    // records in queue, counted as delivered once written
+	next     uint64 // offset after the last durable batch queued
+	held     int64  // subscriber-budget bytes of the queued batches
+	inHeld   int64  // and of the write in flight
 	budget   *actors.ByteBudget
 	inFlight bool
 	closing  bool
@@ -172,6 +181,9 @@ func (w *connWriter) handleDeliver(ctx actor.Context, d *Deliver) {
 	s.records += d.Records
 	s.held += d.Held
 	s.budget = d.Budget
+	if d.Next > s.next {
+		s.next = d.Next
+	}
 	if !s.inFlight {
 		w.startWrite(s)
 	}
@@ -212,6 +224,15 @@ func (w *connWriter) handleUnregister(msg *Unregister) {
 		return
 	}
 	s.closing = true
+	if msg.Lagged {
+		resume := max(msg.ResumeFrom, s.next)
+		frame, _ := wire.AppendMessage(nil, &wire.SubscriptionLagged{SubscriptionID: s.id, ResumeFrom: resume})
+		s.queue = append(s.queue, frame)
+		if !s.inFlight {
+			w.startWrite(s)
+		}
+		return
+	}
 	if msg.Abort {
 		abort(s.stream)
 		w.finish(s)

@@ -126,7 +126,9 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 			ctx.Respond(&ShardRef{Err: wire.NewError(wire.CodeStorage, "open the log of %s shard %d: %v", msg.Scope, msg.Shard, err)})
 			return
 		}
-		sh.log, sh.root, sh.next = log, r.cfg.Root, log.NextOffset()
+		sh.log, sh.root = log, r.cfg.Root
+		sh.next = log.NextOffset()
+		sh.delivered = sh.next
 		if onCommit {
 			sh.waits = make(chan durableWait, max(1, r.cfg.PubQueueDepth))
 		}

@@ -38,8 +38,16 @@ type AddSubscriber struct {
 	Feeder *actors.Mailbox
 }
 
-// SubscriberAdded answers AddSubscriber.
-type SubscriberAdded struct{ ID uint64 }
+// SubscriberAdded answers AddSubscriber. Live is the offset of the first
+// record the new subscriber will receive from the shard (every record from it
+// on reaches its queue); Start is the oldest record retention kept. On a
+// durable stream everything below Live is on disk, so [requested, Live) can
+// be read from the log with nothing lost in between: register, then read.
+type SubscriberAdded struct {
+	ID    uint64
+	Live  uint64
+	Start uint64
+}
 
 // RemoveSubscriber forgets a subscriber. A closed feeder mailbox is also
 // forgotten on the next publish, so this is an optimisation, not a duty.
@@ -104,11 +112,12 @@ type shard struct {
 	root           *actor.RootContext
 	retentionTimer *time.Timer
 
-	subs    []subscriber
-	ring    ring
-	next    uint64            // records appended so far: the next record's offset
-	current *Publish          // the publish in hand, failed explicitly if we crash
-	full    []*actors.Mailbox // scratch: feeders that were full (block)
+	subs      []subscriber
+	ring      ring
+	next      uint64            // records appended so far: the next record's offset
+	delivered uint64            // the offset after the last batch fanned out
+	current   *Publish          // the publish in hand, failed explicitly if we crash
+	full      []*actors.Mailbox // scratch: feeders that were full (block)
 }
 
 func newShard(scope wire.Scope, cfg ShardConfig, log zerolog.Logger, onStats func(*FanoutStats)) *shard {
@@ -197,6 +206,7 @@ func (s *shard) handleDurable(msg *durableDone) {
 
 // deliver keeps the batch in the ring, fans it out and answers the publisher.
 func (s *shard) deliver(env *Envelope, p *Publish) {
+	s.delivered = env.Base + uint64(env.Len())
 	s.ring.push(env)
 	stats := s.fanout(env)
 	if p.Done != nil {
@@ -253,7 +263,11 @@ func (s *shard) fanout(env *Envelope) *FanoutStats {
 
 func (s *shard) handleAddSubscriber(ctx actor.Context, msg *AddSubscriber) {
 	s.subs = append(s.subs, subscriber{id: msg.ID, feeder: msg.Feeder})
-	ctx.Respond(&SubscriberAdded{ID: msg.ID})
+	added := &SubscriberAdded{ID: msg.ID, Live: s.delivered}
+	if s.log != nil {
+		added.Start = s.log.StartOffset()
+	}
+	ctx.Respond(added)
 }
 
 func (s *shard) handleRemoveSubscriber(msg *RemoveSubscriber) {

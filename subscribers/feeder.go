@@ -26,6 +26,14 @@ type flushDue struct {
 	gen uint64
 }
 
+// StartFrom releases a durable subscription's feeder once its history has
+// been replayed: the feeder expects the next envelope at Offset, and any
+// other offset means a batch was dropped from its queue.
+type StartFrom struct {
+	actors.ControlMessage
+	Offset uint64
+}
+
 // creditReturned says egress bytes came back while the feeder waited for them.
 type creditReturned struct{ actors.ControlMessage }
 
@@ -50,6 +58,12 @@ type Config struct {
 	Log            zerolog.Logger
 	// OnLaneDrop is told when the lane had stopped and could not take a batch.
 	OnLaneDrop func(records int, bytes int64)
+	// Durable subscriptions start held (their queue fills while history is
+	// replayed) until StartFrom, and end as lagged at the first gap.
+	Durable bool
+	// OnLagged is told the offset to resume from when a durable
+	// subscription found a gap; it must not block.
+	OnLagged func(resumeFrom uint64)
 	// Offsets sends frames with base offsets (a durable stream, and a client
 	// that offered FlagEventBatchOffsets).
 	Offsets bool
@@ -75,7 +89,8 @@ type feeder struct {
 
 	pending      [][]byte
 	pendingBytes int64
-	pendingHeld  int64 // subscriber-budget bytes the pending envelopes carry
+	pendingHeld  int64  // subscriber-budget bytes the pending envelopes carry
+	pendingNext  uint64 // offset after the last pending durable record
 	records      int
 	// busy is set when the last batch found more envelopes queued behind its
 	// first: under load the next batch waits up to MaxDelay to fill.
@@ -88,6 +103,10 @@ type feeder struct {
 	out *lanes.Deliver
 	// laneGone is set when the lane refused as closed; the feeder then stops.
 	laneGone bool
+	// expect is the next offset a durable subscription must see; lagged is
+	// set at the first gap, and the feeder then stops.
+	expect uint64
+	lagged bool
 }
 
 // Props returns the props of a feeder. created receives its mailbox (the
@@ -101,6 +120,9 @@ func Props(cfg Config, queue actors.MailboxConfig, created func(*actors.Mailbox)
 	})
 	props := actors.Props(func() actor.Actor { return f }, queue, func(m *actors.Mailbox) {
 		f.mailbox = m
+		if cfg.Durable {
+			m.Hold() // until StartFrom: see Config.Durable
+		}
 		if created != nil {
 			created(m)
 		}
@@ -125,9 +147,12 @@ func (f *feeder) Receive(ctx actor.Context) {
 		f.handleStopped()
 	case *streams.Envelope:
 		f.handleEnvelope(msg)
-		if f.laneGone {
-			ctx.Stop(ctx.Self()) // see toLane
+		if f.laneGone || f.lagged {
+			ctx.Stop(ctx.Self()) // see toLane and checkGap
 		}
+	case *StartFrom:
+		f.expect = msg.Offset
+		f.mailbox.Release()
 	case *flushDue:
 		f.handleFlushDue(msg)
 	case *creditReturned:
@@ -183,6 +208,9 @@ func (f *feeder) handleStopped() {
 }
 
 func (f *feeder) handleEnvelope(env *streams.Envelope) {
+	if f.cfg.Durable && env.Durable && !f.checkGap(env) {
+		return
+	}
 	shape := streams.ShapePlain
 	if f.cfg.Offsets && env.Durable {
 		shape = streams.ShapeOffsets
@@ -197,6 +225,9 @@ func (f *feeder) handleEnvelope(env *streams.Envelope) {
 	if f.cfg.Budget != nil {
 		f.pendingHeld += env.MailboxBytes()
 	}
+	if env.Durable {
+		f.pendingNext = env.Base + uint64(env.Len())
+	}
 
 	switch {
 	case f.cfg.Batch.SingleEvent,
@@ -209,6 +240,28 @@ func (f *feeder) handleEnvelope(env *streams.Envelope) {
 		// Nothing more waiting and no reason to wait: a lone event goes now.
 		f.flush()
 	}
+}
+
+// checkGap reports whether env continues the subscription without a gap.
+// A durable subscription never skips silently: at the first gap (its queue
+// dropped a batch) it sends what it has, then ends as lagged, telling the
+// client the offset to resume from.
+func (f *feeder) checkGap(env *streams.Envelope) bool {
+	if f.lagged {
+		return false
+	}
+	if env.Base != f.expect {
+		if len(f.pending) > 0 && f.out == nil {
+			f.flush()
+		}
+		f.lagged = true
+		if f.cfg.OnLagged != nil {
+			f.cfg.OnLagged(f.expect)
+		}
+		return false
+	}
+	f.expect = env.Base + uint64(env.Len())
+	return true
 }
 
 func (f *feeder) handleFlushDue(msg *flushDue) {
@@ -246,6 +299,7 @@ func (f *feeder) flush() {
 		Writer:         f.cfg.Writer,
 		Held:           f.pendingHeld,
 		Budget:         f.cfg.Budget,
+		Next:           f.pendingNext,
 	}
 	// A batch that coalesced more than one envelope means they arrive faster
 	// than we drain: wait to fill the next one. A lone one clears the mark.

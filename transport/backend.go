@@ -47,7 +47,10 @@ type Session interface {
 	// Subscribe registers a subscription. open is called once with the
 	// subscription id to open its event stream (the transport writes
 	// EventStreamHello first); the session owns the sink afterwards.
-	Subscribe(req *wire.Subscribe, open func(id uint64) (EventSink, error)) (*wire.Subscribed, error)
+	// then, when not nil, runs on its own goroutine after Subscribed was
+	// queued: a resumed subscription writes its history then, so Subscribed
+	// reaches the client first.
+	Subscribe(req *wire.Subscribe, open func(id uint64) (EventSink, error)) (res *wire.Subscribed, then func(), err error)
 	// Unsubscribe ends a subscription of this connection.
 	Unsubscribe(id uint64) error
 	// Stream administration.

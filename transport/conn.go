@@ -62,6 +62,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		go func() { defer wg.Done(); h.serveStream(st, wire.NewFrameReader(st, s.cfg.MaxFrameBytes)) }()
 	}
 	wg.Wait()
+	h.wg.Wait() // replays end once their stream writes fail with the connection
 	session.Close()
 	log.Debug().Msg("connection closed")
 }
@@ -174,6 +175,8 @@ type connHandler struct {
 	session Session
 	log     zerolog.Logger
 	info    ConnInfo
+	// wg counts subscription replays, which must end before the session closes.
+	wg sync.WaitGroup
 }
 
 // serveStream reads requests from one bidirectional stream until it ends.
@@ -227,12 +230,21 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 	}
 	switch m := msg.(type) {
 	case *wire.Subscribe:
-		res, err := h.session.Subscribe(m, h.openEventStream)
-		if err != nil {
+		res, then, err := h.session.Subscribe(m, h.openEventStream)
+		var cursor *wire.CursorError
+		switch {
+		case errors.As(err, &cursor):
+			r.reply(&wire.SubscribeCursorError{RequestID: m.RequestID, Reason: cursor.Reason, Requested: cursor.Requested, Available: cursor.Available})
+			return
+		case err != nil:
 			r.fail(m.RequestID, wire.AsError(err))
 			return
 		}
 		r.reply(res)
+		if then != nil {
+			h.wg.Add(1)
+			go func() { defer h.wg.Done(); then() }()
+		}
 	case *wire.Unsubscribe:
 		if err := h.session.Unsubscribe(m.SubscriptionID); err != nil {
 			r.fail(m.RequestID, wire.AsError(err))

@@ -100,6 +100,18 @@ var (
 	ErrInternal        = &Error{Code: CodeInternal}
 )
 
+// CursorError is a refused start offset; the broker sends it as
+// SubscribeCursorError.
+type CursorError struct {
+	Reason    string // in_future or too_old
+	Requested uint64
+	Available uint64
+}
+
+func (e *CursorError) Error() string {
+	return fmt.Sprintf("felix: subscribe cursor %s: offset %d; the nearest usable offset is %d", e.Reason, e.Requested, e.Available)
+}
+
 // AsError returns err as a wire error, wrapping anything else as internal.
 func AsError(err error) *Error {
 	var we *Error

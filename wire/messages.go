@@ -12,22 +12,24 @@ type MsgType string
 
 // NOTE: when adding a message type, add it to newMessage below.
 const (
-	TypeAuth             MsgType = "auth"
-	TypeAuthOK           MsgType = "auth_ok"
-	TypeSubscribe        MsgType = "subscribe"
-	TypeSubscribed       MsgType = "subscribed"
-	TypeUnsubscribe      MsgType = "unsubscribe"
-	TypeOK               MsgType = "ok"
-	TypeError            MsgType = "error"
-	TypeEventStreamHello MsgType = "event_stream_hello"
-	TypeStreamCreate     MsgType = "stream_create"
-	TypeStreamGet        MsgType = "stream_get"
-	TypeStreamList       MsgType = "stream_list"
-	TypeStreamDelete     MsgType = "stream_delete"
-	TypeStreamInfo       MsgType = "stream_info"
-	TypeStreamInfos      MsgType = "stream_infos"
-	TypeStreamRead       MsgType = "stream_read"
-	TypeStreamRecords    MsgType = "stream_records"
+	TypeAuth                 MsgType = "auth"
+	TypeAuthOK               MsgType = "auth_ok"
+	TypeSubscribe            MsgType = "subscribe"
+	TypeSubscribed           MsgType = "subscribed"
+	TypeUnsubscribe          MsgType = "unsubscribe"
+	TypeOK                   MsgType = "ok"
+	TypeError                MsgType = "error"
+	TypeEventStreamHello     MsgType = "event_stream_hello"
+	TypeStreamCreate         MsgType = "stream_create"
+	TypeStreamGet            MsgType = "stream_get"
+	TypeStreamList           MsgType = "stream_list"
+	TypeStreamDelete         MsgType = "stream_delete"
+	TypeStreamInfo           MsgType = "stream_info"
+	TypeStreamInfos          MsgType = "stream_infos"
+	TypeStreamRead           MsgType = "stream_read"
+	TypeSubscribeCursorError MsgType = "subscribe_cursor_error"
+	TypeSubscriptionLagged   MsgType = "subscription_lagged"
+	TypeStreamRecords        MsgType = "stream_records"
 )
 
 // Feature bits say which requests exist. They are negotiated in the
@@ -76,6 +78,10 @@ type Subscribe struct {
 	Stream        string `msgpack:"stream"`
 	QueueCapacity int64  `msgpack:"queue_capacity,omitempty"`
 	Shard         uint32 `msgpack:"shard,omitempty"`
+	// Start is latest (""), "earliest" or "offset" (StartOffset is then the
+	// first record the client has not seen). Durable streams only.
+	Start       string `msgpack:"start,omitempty"`
+	StartOffset uint64 `msgpack:"start_offset,omitempty"`
 }
 
 // Scope returns the stream the request names.
@@ -87,7 +93,32 @@ type Subscribed struct {
 	RequestID      uint64 `msgpack:"request_id"`
 	SubscriptionID uint64 `msgpack:"subscription_id"`
 	QueueCapacity  int    `msgpack:"queue_capacity"`
+	// On a durable stream: the first offset this subscription delivers, and
+	// the tail when it registered (below it is history, from it on live).
+	StartOffset uint64 `msgpack:"start_offset,omitempty"`
+	LiveOffset  uint64 `msgpack:"live_offset,omitempty"`
+	Durable     bool   `msgpack:"durable,omitempty"`
 }
+
+// SubscribeCursorError refuses a Subscribe whose start offset is in the
+// future or below retention; Available is the nearest offset that works.
+type SubscribeCursorError struct {
+	RequestID uint64 `msgpack:"request_id"`
+	Reason    string `msgpack:"reason"` // in_future or too_old
+	Requested uint64 `msgpack:"requested"`
+	Available uint64 `msgpack:"available"`
+}
+
+// SubscriptionLagged is the last frame of a durable subscription's event
+// stream when the subscription fell behind its queue: nothing was skipped
+// silently; resubscribe from ResumeFrom.
+type SubscriptionLagged struct {
+	SubscriptionID uint64 `msgpack:"subscription_id"`
+	ResumeFrom     uint64 `msgpack:"resume_from"`
+}
+
+func (*SubscribeCursorError) Type() MsgType { return TypeSubscribeCursorError }
+func (*SubscriptionLagged) Type() MsgType   { return TypeSubscriptionLagged }
 
 // Unsubscribe ends a subscription; the broker answers OK and finishes its event stream.
 type Unsubscribe struct {
@@ -260,6 +291,10 @@ func newMessage(t MsgType) Message {
 		return &StreamInfos{}
 	case TypeStreamRead:
 		return &StreamRead{}
+	case TypeSubscribeCursorError:
+		return &SubscribeCursorError{}
+	case TypeSubscriptionLagged:
+		return &SubscriptionLagged{}
 	case TypeStreamRecords:
 		return &StreamRecords{}
 	}

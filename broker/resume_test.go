@@ -1,0 +1,146 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/internal/brokertest"
+	"github.com/getfelix/felix-go/wire"
+)
+
+func publishN(t *testing.T, ctx context.Context, c *client.Client, st client.Stream, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		if _, err := c.PublishResult(ctx, st, [][]byte{[]byte(fmt.Sprintf("m%05d", i))}, client.PublishOptions{}); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+}
+
+func expectRun(t *testing.T, ctx context.Context, next func(context.Context) (client.Event, error), from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		ev, err := next(ctx)
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if want := fmt.Sprintf("m%05d", i); string(ev.Payload) != want || ev.Offset != uint64(i) {
+			t.Fatalf("event %d = %q at offset %d, want %q at %d", i, ev.Payload, ev.Offset, want, i)
+		}
+	}
+}
+
+// TestResumeFromOffset: a subscription started at an offset replays the
+// history from the log, then continues live, with no gap and no duplicate;
+// Subscribed names where history ends.
+func TestResumeFromOffset(t *testing.T) {
+	for _, fsync := range []string{"on_commit", "periodic"} {
+		t.Run(fsync, func(t *testing.T) {
+			cfg := brokertest.Config(t)
+			cfg.DurableFsync = fsync
+			b := brokertest.Start(t, cfg)
+			c := brokertest.Dial(t, b, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st := client.Stream{Name: "replay"}
+			if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+				t.Fatal(err)
+			}
+			publishN(t, ctx, c, st, 0, 2000)
+
+			sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromOffset, FromOffset: 100})
+			if err != nil {
+				t.Fatalf("subscribe from 100: %v", err)
+			}
+			if start, live, durable := sub.Offsets(); start != 100 || live != 2000 || !durable {
+				t.Fatalf("Subscribed offsets = %d, %d, %v; want 100, 2000, durable", start, live, durable)
+			}
+			publishN(t, ctx, c, st, 2000, 50) // live, while history is replayed
+			expectRun(t, ctx, sub.Next, 100, 2050)
+
+			early, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromEarliest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectRun(t, ctx, early.Next, 0, 2050)
+		})
+	}
+}
+
+func TestResumeCursorErrors(t *testing.T) {
+	cfg := brokertest.Config(t)
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "cursor"}
+	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, ctx, c, st, 0, 10)
+	_, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromOffset, FromOffset: 50})
+	var cursor *wire.CursorError
+	if !errors.As(err, &cursor) || cursor.Reason != "in_future" || cursor.Available != 10 {
+		t.Fatalf("subscribe from 50 of 10: %v, want in_future with available 10", err)
+	}
+	if _, err := c.Subscribe(ctx, client.Stream{Name: "memory"}, client.SubscribeOptions{From: client.FromEarliest}); !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Fatalf("start on an in-memory stream: %v, want invalid_request", err)
+	}
+	// The connection still serves after refusals.
+	sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromOffset, FromOffset: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, ctx, c, st, 10, 1)
+	expectRun(t, ctx, sub.Next, 10, 11)
+}
+
+// TestLaggedSubscriptionResumes: a durable subscriber whose queue overflows
+// is ended as lagged with the offset to resume from, never with a silent
+// gap; the resuming subscription reads the hole back from the log and the
+// reader sees every record once, in order.
+func TestLaggedSubscriptionResumes(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.SubscriberQueueCapacity = 4
+	cfg.SubscriberEgressMaxBytes = 4 << 10
+	b := brokertest.Start(t, cfg)
+	pub := brokertest.Dial(t, b, cfg)
+	slow := brokertest.DialOptions(t, b, cfg, client.Options{SubscriptionBuffer: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "lag"}
+	if _, err := pub.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := slow.Subscribe(ctx, st, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resuming, err := slow.SubscribeResuming(ctx, st, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	publishN(t, ctx, pub, st, 0, n) // neither subscriber reads yet: both fall behind
+	var lag *client.LaggedError
+	for i := 0; ; i++ {
+		ev, err := plain.Next(ctx)
+		if errors.As(err, &lag) {
+			if lag.ResumeFrom != uint64(i) {
+				t.Fatalf("lagged after %d events, resume from %d: a gap would be silent", i, lag.ResumeFrom)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("plain subscription: %v", err)
+		}
+		if ev.Offset != uint64(i) {
+			t.Fatalf("plain subscription skipped from %d to %d without ending as lagged", i, ev.Offset)
+		}
+	}
+	expectRun(t, ctx, resuming.Next, 0, n)
+}
