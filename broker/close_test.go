@@ -15,7 +15,7 @@ import (
 // what QUIC has not sent; Close finishes the publish stream first.
 func TestCloseDeliversTrailingFireAndForget(t *testing.T) {
 	cfg := brokertest.Config(t)
-	cfg.SubscriberQueuePolicy = "block" // count every message; this is not about drops
+	cfg.SubscriberQueuePolicy = "block"     // count every message; this is not about drops
 	cfg.SubscriberLaneQueuePolicy = "block" // a CPU-starved lane may drop under drop_new
 	b := brokertest.Start(t, cfg)
 	sub, err := brokertest.Dial(t, b, cfg).Subscribe(context.Background(), client.Stream{Name: "tail"}, client.SubscribeOptions{})
