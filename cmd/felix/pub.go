@@ -137,7 +137,11 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 		fmt.Fprintln(os.Stderr, msg)
 	}
 	if o.json {
-		out, _ := json.Marshal(pubSummary{Published: n, Bytes: size, Seconds: elapsed.Seconds(), Stream: o.conn.scope(), Ack: mode.String()})
+		sum := pubSummary{Published: n, Bytes: size, Seconds: elapsed.Seconds(), Stream: o.conn.scope(), Ack: mode.String()}
+		if p.hasOffset {
+			sum.FirstOffset, sum.LastOffset = &p.first, &p.last
+		}
+		out, _ := json.Marshal(sum)
 		if _, err := fmt.Printf("%s\n", out); err != nil {
 			return err
 		}
@@ -146,11 +150,15 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 }
 
 type pubSummary struct {
-	Published int64   `json:"published"`
-	Bytes     int64   `json:"bytes"`
-	Seconds   float64 `json:"seconds"`
-	Stream    string  `json:"stream"`
-	Ack       string  `json:"ack"`
+	// FirstOffset and LastOffset are the offsets of the first and last
+	// records published, on a durable stream with acks.
+	FirstOffset *uint64 `json:"first_offset,omitempty"`
+	LastOffset  *uint64 `json:"last_offset,omitempty"`
+	Published   int64   `json:"published"`
+	Bytes       int64   `json:"bytes"`
+	Seconds     float64 `json:"seconds"`
+	Stream      string  `json:"stream"`
+	Ack         string  `json:"ack"`
 }
 
 func (o *pubOpts) check(args []string) (wire.AckMode, error) {
@@ -225,6 +233,21 @@ type publisher struct {
 	batchSize int // messages per PublishBatch under --ack batch; 1 otherwise
 
 	sent, bytes atomic.Int64 // read by the progress goroutine
+	// first and last are the offsets of the first and last records
+	// published, on a durable stream (hasOffset).
+	first, last uint64
+	hasOffset   bool
+}
+
+// noteOffset records an acked publish's offsets.
+func (p *publisher) noteOffset(res client.PublishResult, n int) {
+	if !res.HasOffset {
+		return
+	}
+	if !p.hasOffset {
+		p.first, p.hasOffset = res.Offset, true
+	}
+	p.last = res.Offset + uint64(n) - 1
 }
 
 // send publishes payloads in order: one PublishBatch under --ack batch,
@@ -232,16 +255,20 @@ type publisher struct {
 // callers may reuse them.
 func (p *publisher) send(ctx context.Context, payloads [][]byte) error {
 	if p.mode == wire.AckPerBatch {
-		if err := p.c.PublishBatch(ctx, p.stream, payloads, p.opts); err != nil {
+		res, err := p.c.PublishResult(ctx, p.stream, payloads, p.opts)
+		if err != nil {
 			return err
 		}
+		p.noteOffset(res, len(payloads))
 		p.count(payloads...)
 		return nil
 	}
 	for _, pl := range payloads {
-		if err := p.c.Publish(ctx, p.stream, pl, p.opts); err != nil {
+		res, err := p.c.PublishResult(ctx, p.stream, [][]byte{pl}, p.opts)
+		if err != nil {
 			return err
 		}
+		p.noteOffset(res, 1)
 		p.count(pl)
 	}
 	return nil

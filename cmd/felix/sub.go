@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -25,6 +26,7 @@ type subOpts struct {
 	json          bool
 	queueCapacity int
 	shard         uint32
+	from          string
 }
 
 func newSubCmd() *command {
@@ -34,6 +36,7 @@ func newSubCmd() *command {
 	fs.IntVar(&o.count, "count", 0, "exit after this many messages (0: run until SIGINT or SIGTERM)")
 	fs.BoolVar(&o.json, "json", false, `print one JSON object per message: {"stream":"t/ns/s","payload":"..."}, `+
 		`plus "payload_base64" when the payload is not valid UTF-8`)
+	fs.StringVar(&o.from, "from", "latest", "where to start on a durable stream: latest, earliest or an offset (history is replayed, then live)")
 	fs.Uint32Var(&o.shard, "shard", 0, "the shard of a multi-shard stream to read (see felix stream info)")
 	fs.IntVar(&o.queueCapacity, "queue-capacity", 0, "ask the broker for this subscriber queue capacity, in batches (0: the broker's default)")
 	c := &command{
@@ -70,7 +73,19 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeClient(c)
-	sub, err := c.Subscribe(ctx, o.conn.streamRef(), client.SubscribeOptions{QueueCapacity: o.queueCapacity, Shard: o.shard})
+	so := client.SubscribeOptions{QueueCapacity: o.queueCapacity, Shard: o.shard}
+	switch o.from {
+	case "latest", "":
+	case "earliest":
+		so.From = client.FromEarliest
+	default:
+		off, perr := strconv.ParseUint(o.from, 10, 64)
+		if perr != nil {
+			return usagef("--from must be latest, earliest or an offset, got %q", o.from)
+		}
+		so.From, so.FromOffset = client.FromOffset, off
+	}
+	sub, err := c.Subscribe(ctx, o.conn.streamRef(), so)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted before anything was asked of us
@@ -126,7 +141,11 @@ func (o *subOpts) print(ctx context.Context, c *client.Client, sub *client.Subsc
 		}
 		var err error
 		if o.json {
-			err = enc.Encode(jsonEvent(scope, ev.Payload))
+			row := jsonEvent(scope, ev.Payload)
+			if ev.HasOffset {
+				row.Offset = &ev.Offset
+			}
+			err = enc.Encode(row)
 		} else {
 			out.Write(ev.Payload) // a bufio.Writer's error sticks; the next call returns it
 			err = out.WriteByte('\n')
@@ -139,9 +158,10 @@ func (o *subOpts) print(ctx context.Context, c *client.Client, sub *client.Subsc
 }
 
 type subEvent struct {
-	Stream        string `json:"stream"`
-	Payload       string `json:"payload"`
-	PayloadBase64 string `json:"payload_base64,omitempty"`
+	Stream        string  `json:"stream"`
+	Offset        *uint64 `json:"offset,omitempty"` // durable streams only
+	Payload       string  `json:"payload"`
+	PayloadBase64 string  `json:"payload_base64,omitempty"`
 }
 
 // jsonEvent holds the payload as a string; a payload that is not UTF-8
