@@ -108,6 +108,7 @@ type benchOpts struct {
 	stream         string
 	connectTimeout time.Duration
 	durable        bool
+	fsync          string
 
 	json  bool
 	quiet bool
@@ -139,7 +140,8 @@ func newBenchCmd() *command {
 	fs.StringVar(&o.policy, "policy", "block", "embedded broker's subscriber queue policy: block (lossless), drop_new or drop_old")
 	fs.StringVar(&o.stream, "stream", "", "stream to use (default: a fresh bench-XXXXXXXX name)")
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "give up connecting after this long")
-	fs.BoolVar(&o.durable, "durable", false, "durable streams (not available until durable streams land)")
+	fs.BoolVar(&o.durable, "durable", false, "publish to a durable stream (created for the run); acks come after the log write, or the fsync under --fsync on_commit")
+	fs.StringVar(&o.fsync, "fsync", "periodic", "with --durable and the embedded broker: none, periodic or on_commit")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object with the parameters and results on stdout (the table goes to stderr)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress or table on stderr (errors still print)")
 	c := &command{
@@ -186,8 +188,13 @@ func (o *benchOpts) check(args []string) error {
 	if len(args) > 0 {
 		return usagef("bench takes no arguments, got %q", args)
 	}
-	if o.durable {
-		return usagef("--durable: not available until durable streams land; bench measures in-memory streams only")
+	switch o.fsync {
+	case "none", "periodic", "on_commit":
+	default:
+		return usagef("--fsync must be none, periodic or on_commit, got %q", o.fsync)
+	}
+	if changed("fsync") && (!o.durable || o.brokerAddr != "") {
+		return usagef("--fsync applies to --durable with the embedded broker (a running broker uses its own durable_fsync)")
 	}
 	prof, ok := benchProfiles[o.profile]
 	if !ok {
@@ -349,6 +356,7 @@ func (o *benchOpts) startTarget() (*target, error) {
 	cfg.Admin = ""
 	cfg.DataDir = dir
 	cfg.SubscriberQueuePolicy = o.policy
+	cfg.DurableFsync = o.fsync
 	if o.policy == "block" {
 		cfg.SubscriberLaneQueuePolicy = "block" // lossless end to end, as the reference harness runs
 	}
@@ -571,6 +579,20 @@ func (r *benchRun) execute(ctx context.Context) error {
 			return err
 		}
 		r.subConns = append(r.subConns, c)
+	}
+	if o.durable {
+		creator := r.subConns
+		if len(creator) == 0 {
+			c, err := dial()
+			if err != nil {
+				return err
+			}
+			r.subConns = append(r.subConns, c)
+			creator = r.subConns
+		}
+		if _, err := creator[0].CreateStream(ctx, r.stream, client.StreamConfig{Durable: true}); err != nil {
+			return fmt.Errorf("create durable stream %s: %w", r.stream.Name, err)
+		}
 	}
 	for i := range o.fanout {
 		sub, err := r.subConns[i%len(r.subConns)].Subscribe(ctx, r.stream, client.SubscribeOptions{})
