@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
@@ -211,5 +215,46 @@ func TestRangeReadsAfterRestart(t *testing.T) {
 		if _, err := c2.Read(ctx, tt.s, tt.from, tt.o); !errors.Is(err, tt.want) {
 			t.Errorf("read %s: %v, want %v", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestUnusableDataDirectory: a data directory that cannot be used stops the
+// broker at start with a message naming it; a durable shard whose log
+// directory cannot be made refuses publishes with a storage error (no ack
+// for anything not written) while the broker keeps serving other streams.
+func TestUnusableDataDirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := brokertest.Config(t)
+	cfg.DataDir = file
+	b, err := broker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err == nil || !strings.Contains(err.Error(), file) {
+		_ = b.Stop(context.Background())
+		t.Fatalf("start on a file as data dir: %v, want an error naming %s", err, file)
+	}
+
+	cfg = brokertest.Config(t)
+	good := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, good, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "blocked"}
+	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The shard's log would live under <data>/streams: make that a file.
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, "streams"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PublishResult(ctx, st, [][]byte{[]byte("x")}, client.PublishOptions{}); !errors.Is(err, &wire.Error{Code: wire.CodeStorage}) {
+		t.Fatalf("publish to a durable stream whose log cannot open: %v, want a storage error", err)
+	}
+	if err := c.Publish(ctx, client.Stream{Name: "fine"}, []byte("y"), client.PublishOptions{}); err != nil {
+		t.Fatalf("another stream after the storage failure: %v", err)
 	}
 }
