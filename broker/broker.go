@@ -358,10 +358,11 @@ func (b *Broker) laneConfig() lanes.LaneConfig {
 func (b *Broker) registryConfig() streams.RegistryConfig {
 	return streams.RegistryConfig{
 		Shard: streams.ShardConfig{
-			SubscriberPolicy: b.policy,
-			RingRecords:      b.cfg.ReplayRingRecords,
-			RingBytes:        b.cfg.ReplayRingMaxBytes,
-			RingTotal:        actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
+			SubscriberPolicy:  b.policy,
+			RingRecords:       b.cfg.ReplayRingRecords,
+			RingBytes:         b.cfg.ReplayRingMaxBytes,
+			RingTotal:         actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
+			RetentionInterval: b.cfg.DurableRetentionInterval,
 			OnBlocked: func(waiting bool) {
 				if waiting {
 					b.metrics.ShardsBlocked.Inc()

@@ -87,6 +87,9 @@ type Config struct {
 	// stream's own retention, when set, replaces them.
 	DurableRetentionBytes int64         `yaml:"durable_retention_bytes"`
 	DurableRetentionAge   time.Duration `yaml:"durable_retention_age_ms"`
+	// DurableRetentionInterval is how often each durable shard enforces
+	// retention (10 s).
+	DurableRetentionInterval time.Duration `yaml:"durable_retention_interval_ms"`
 
 	// ReplayRingRecords and ReplayRingMaxBytes bound each shard's ring (1024, 64 MiB).
 	ReplayRingRecords  int   `yaml:"replay_ring_records"`

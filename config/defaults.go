@@ -24,7 +24,9 @@ func Default() Config {
 		DurableFsync:        "periodic",             // reference §5.3 (default policy)
 		DurableSyncInterval: 250 * time.Millisecond, // reference §5.3 FELIX_DURABLE_FSYNC_INTERVAL_MS
 		DurableSegmentBytes: 256 * mib,              // reference §5.3 FELIX_DURABLE_SEGMENT_BYTES
-		LogLevel:            "info",
+		// Ours: whole segments go at once, so a check every 10 s is plenty.
+		DurableRetentionInterval: 10 * time.Second,
+		LogLevel:                 "info",
 		// AddrFile, TLSCert and TLSKey stay empty: no address file, and a
 		// self-signed certificate generated into DataDir.
 

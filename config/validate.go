@@ -106,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	atLeast("durable_retention_bytes", c.DurableRetentionBytes, 0)
 	notNegative("durable_retention_age_ms", c.DurableRetentionAge)
+	if c.DurableRetentionInterval <= 0 {
+		errs = append(errs, fmt.Errorf("config: durable_retention_interval_ms must be positive, got %s", c.DurableRetentionInterval))
+	}
 	if c.ReplayRingMaxBytesTotal > 0 && c.ReplayRingMaxBytesTotal < c.ReplayRingMaxBytes {
 		errs = append(errs, fmt.Errorf("config: replay_ring_max_bytes_total (%d) is smaller than one ring's replay_ring_max_bytes (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes))
 	}

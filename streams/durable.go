@@ -43,9 +43,10 @@ type ReadPage struct {
 	Next    uint64
 }
 
-// retentionInterval is how often a durable shard enforces retention. Whole
-// segments go at once, so checking more often buys nothing.
-const retentionInterval = 10 * time.Second
+// defaultRetentionInterval is how often a durable shard enforces retention
+// when ShardConfig.RetentionInterval is zero. Whole segments go at once, so
+// checking more often buys little.
+const defaultRetentionInterval = 10 * time.Second
 
 // durableWait is a batch appended under on_commit, waiting for its fsync.
 type durableWait struct {
@@ -88,12 +89,16 @@ func (s *shard) handleStarted(ctx actor.Context) {
 			}
 		}()
 	}
+	every := s.cfg.RetentionInterval
+	if every <= 0 {
+		every = defaultRetentionInterval
+	}
 	var tick func()
 	tick = func() {
 		s.root.Send(self, &enforceRetention{})
-		s.retentionTimer.Reset(retentionInterval)
+		s.retentionTimer.Reset(every)
 	}
-	s.retentionTimer = time.AfterFunc(retentionInterval, tick)
+	s.retentionTimer = time.AfterFunc(every, tick)
 }
 
 func (s *shard) handleEnforceRetention() {

@@ -70,6 +70,9 @@ type ShardConfig struct {
 	// RingRecords and RingBytes bound the replay ring.
 	RingRecords int
 	RingBytes   int64
+	// RetentionInterval is how often a durable shard enforces retention
+	// (zero: 10 s).
+	RetentionInterval time.Duration
 	// OnBlocked, when set, is called with true when the shard starts waiting
 	// on a full subscriber (block) and false when it stops, so a shard
 	// parked indefinitely is visible while it is parked.
