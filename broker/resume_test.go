@@ -87,8 +87,8 @@ func TestResumeCursorErrors(t *testing.T) {
 	if !errors.As(err, &cursor) || cursor.Reason != "in_future" || cursor.Available != 10 {
 		t.Fatalf("subscribe from 50 of 10: %v, want in_future with available 10", err)
 	}
-	if _, err := c.Subscribe(ctx, client.Stream{Name: "memory"}, client.SubscribeOptions{From: client.FromEarliest}); !errors.Is(err, wire.ErrInvalidRequest) {
-		t.Fatalf("start on an in-memory stream: %v, want invalid_request", err)
+	if _, err := c.Subscribe(ctx, client.Stream{Name: "memory"}, client.SubscribeOptions{From: client.FromOffset, FromOffset: 3}); !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Fatalf("an offset on an in-memory stream: %v, want invalid_request", err)
 	}
 	// The connection still serves after refusals.
 	sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromOffset, FromOffset: 10})
@@ -143,4 +143,34 @@ func TestLaggedSubscriptionResumes(t *testing.T) {
 		}
 	}
 	expectRun(t, ctx, resuming.Next, 0, n)
+}
+
+// TestInMemoryEarliestReplaysTheRing: on an in-memory stream, earliest means
+// what the replay ring still holds; the ring's backlog and the live batches
+// meet with no gap and no duplicate, and carry no offsets.
+func TestInMemoryEarliestReplaysTheRing(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.ReplayRingRecords = 50 // the ring keeps the newest 50
+	cfg.SubscriberQueuePolicy = "block"
+	cfg.SubscriberLaneQueuePolicy = "block"
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "ring"}
+	publishN(t, ctx, c, st, 0, 80)
+	sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, ctx, c, st, 80, 20)
+	for i := 30; i < 100; i++ {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if want := fmt.Sprintf("m%05d", i); string(ev.Payload) != want || ev.HasOffset {
+			t.Fatalf("event %d = %q (offset shown %v), want %q without an offset", i, ev.Payload, ev.HasOffset, want)
+		}
+	}
 }

@@ -217,6 +217,13 @@ func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 	if err != nil {
 		return nil, nil, err
 	}
+	// An in-memory stream's history is its replay ring, and its offsets are
+	// not shown to clients: it can start at the latest record, or at the
+	// earliest the ring still holds.
+	ringBacklog := !ref.Durable && req.Start == "earliest"
+	if !ref.Durable && req.Start != "" && req.Start != "latest" && !ringBacklog {
+		return nil, nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory: a subscription starts at latest or earliest (the replay ring); offsets need a durable stream", scope)
+	}
 	id := s.b.nextSubID.Add(1)
 	sink, err := open(id)
 	if err != nil {
@@ -245,6 +252,7 @@ func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		Shard:          ref.PID,
 		Offsets:        ref.Durable && s.info.Flags&wire.FlagEventBatchOffsets != 0,
 		Durable:        ref.Durable,
+		Held:           ringBacklog,
 		OnLagged:       func(from uint64) { s.lagged(id, from) },
 		OnStopped:      func() { feederGone.Store(true); s.feederStopped(id) },
 		Budget:         s.b.queueTotal,
@@ -266,15 +274,10 @@ func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		}
 		return nil
 	}
-	if req.Start != "" && req.Start != "latest" && !ref.Durable {
-		_ = sink.Close()
-		egress.Close()
-		return nil, nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory: a subscription starts at the latest record (start needs a durable stream)", scope)
-	}
 	// An in-memory subscription registers with the writer now. A durable
 	// one replays its history into the stream first, so it registers
 	// after (see resume).
-	if !ref.Durable {
+	if !ref.Durable && !ringBacklog {
 		if err := register(); err != nil {
 			return nil, nil, err
 		}
@@ -290,7 +293,7 @@ func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id})
 		return nil, nil, wire.NewError(wire.CodeInternal, "spawn feeder: %v", err)
 	}
-	res, err := root.RequestFuture(ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue}, requestTimeout).Result()
+	res, err := root.RequestFuture(ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue, Backlog: ringBacklog}, requestTimeout).Result()
 	if err != nil {
 		root.Stop(feeder)
 		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id})
@@ -310,6 +313,9 @@ func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 		}
 		answer.StartOffset, answer.LiveOffset, answer.Durable = from, added.Live, true
 		then = func() { s.resume(id, ref, sink, feeder, from, added.Live, register) }
+	}
+	if ringBacklog {
+		then = func() { s.replayRing(id, sink, feeder, added.Backlog, register) }
 	}
 
 	s.mu.Lock()
@@ -530,4 +536,30 @@ func (s *session) lagged(id uint64, resumeFrom uint64) {
 	root.Send(sub.shard.PID, &streams.RemoveSubscriber{ID: id})
 	root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: id, Lagged: true, ResumeFrom: resumeFrom})
 	// The feeder stops itself after reporting the gap.
+}
+
+// replayRing writes an in-memory subscription's backlog (the ring's
+// batches, each one's shared frame) into its event stream, then hands the
+// stream to the writer and releases the feeder, whose queue has collected
+// what was published meanwhile. The ring and the queue meet exactly: the
+// shard took the backlog and registered the feeder in one Receive.
+func (s *session) replayRing(id uint64, sink transport.EventSink, feeder *actor.PID, backlog []*streams.Envelope, register func() error) {
+	for _, env := range backlog {
+		if _, err := sink.Write(env.Frame(streams.ShapePlain)); err != nil {
+			s.abandon(id, sink)
+			return
+		}
+	}
+	s.mu.Lock()
+	_, alive := s.subs[id]
+	s.mu.Unlock()
+	if !alive {
+		_ = sink.Close()
+		return
+	}
+	if err := register(); err != nil {
+		s.abandon(id, sink)
+		return
+	}
+	s.b.system.Root.Send(feeder, &subscribers.StartFrom{})
 }

@@ -36,6 +36,9 @@ type AddSubscriber struct {
 	actors.ControlMessage
 	ID     uint64
 	Feeder *actors.Mailbox
+	// Backlog asks for the replay ring's batches (an in-memory stream's
+	// history), returned in SubscriberAdded.
+	Backlog bool
 }
 
 // SubscriberAdded answers AddSubscriber. Live is the offset of the first
@@ -47,6 +50,10 @@ type SubscriberAdded struct {
 	ID    uint64
 	Live  uint64
 	Start uint64
+	// Backlog is the ring's batches, oldest first, when asked: everything
+	// before Live the shard still holds in memory. They are immutable and
+	// shared: the caller only reads their frames.
+	Backlog []*Envelope
 }
 
 // RemoveSubscriber forgets a subscriber. A closed feeder mailbox is also
@@ -269,6 +276,9 @@ func (s *shard) handleAddSubscriber(ctx actor.Context, msg *AddSubscriber) {
 	added := &SubscriberAdded{ID: msg.ID, Live: s.delivered}
 	if s.log != nil {
 		added.Start = s.log.StartOffset()
+	}
+	if msg.Backlog {
+		added.Backlog = append([]*Envelope(nil), s.ring.envs...)
 	}
 	ctx.Respond(added)
 }

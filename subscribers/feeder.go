@@ -61,6 +61,9 @@ type Config struct {
 	// Durable subscriptions start held (their queue fills while history is
 	// replayed) until StartFrom, and end as lagged at the first gap.
 	Durable bool
+	// Held starts the feeder held until StartFrom without gap detection:
+	// an in-memory subscription replaying the ring backlog first.
+	Held bool
 	// OnLagged is told the offset to resume from when a durable
 	// subscription found a gap; it must not block.
 	OnLagged func(resumeFrom uint64)
@@ -120,8 +123,8 @@ func Props(cfg Config, queue actors.MailboxConfig, created func(*actors.Mailbox)
 	})
 	props := actors.Props(func() actor.Actor { return f }, queue, func(m *actors.Mailbox) {
 		f.mailbox = m
-		if cfg.Durable {
-			m.Hold() // until StartFrom: see Config.Durable
+		if cfg.Durable || cfg.Held {
+			m.Hold() // until StartFrom: see Config.Durable and Held
 		}
 		if created != nil {
 			created(m)
