@@ -310,6 +310,7 @@ func (s *session) spawnWriter(generation int) (*lanes.WriterRef, error) {
 		Root:          b.system.Root,
 		OnStreamError: s.streamFailed,
 		OnStopped:     func() { s.writerStopped(ref) },
+		OnLagged:      s.writerLagged,
 		OnWritten:     b.countWritten,
 	}, func(m *actors.Mailbox) { ref.Mailbox = m })
 	name := fmt.Sprintf("conn-%d", s.info.ID)
@@ -350,7 +351,14 @@ func (b *Broker) lane(i int) (lanes.LaneRef, error) {
 func (b *Broker) laneConfig() lanes.LaneConfig {
 	return lanes.LaneConfig{
 		Depth: b.cfg.SubscriberLaneQueueDepth, Policy: b.lanePolicy, Log: b.log,
-		OnDrop:    func(*lanes.Deliver) { b.metrics.LaneDropped.Inc() },
+		OnDrop: func(d *lanes.Deliver) {
+			b.metrics.LaneDropped.Inc()
+			if d.Next > 0 {
+				// A durable subscription never loses a batch silently: the
+				// writer ends it lagged, resuming after what it really has.
+				b.system.Root.Send(d.Writer.PID, &lanes.Unregister{SubscriptionID: d.SubscriptionID, Lagged: true})
+			}
+		},
 		OnRefused: func(*lanes.Deliver) { b.metrics.WriterRefused.Inc() },
 	}
 }

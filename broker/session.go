@@ -266,8 +266,8 @@ func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 	}, func(m *actors.Mailbox) { queue = m })
 
 	root := s.b.system.Root
-	register := func() error {
-		if _, err := root.RequestFuture(writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}, requestTimeout).Result(); err != nil {
+	register := func(next uint64) error {
+		if _, err := root.RequestFuture(writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress, Next: next}, requestTimeout).Result(); err != nil {
 			egress.Close()
 			_ = sink.Close()
 			return wire.NewError(wire.CodeInternal, "register subscription with connection writer: %v", err)
@@ -278,7 +278,7 @@ func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 	// one replays its history into the stream first, so it registers
 	// after (see resume).
 	if !ref.Durable && !ringBacklog {
-		if err := register(); err != nil {
+		if err := register(0); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -312,7 +312,8 @@ func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 			return nil, nil, cerr
 		}
 		answer.StartOffset, answer.LiveOffset, answer.Durable = from, added.Live, true
-		then = func() { s.resume(id, ref, sink, feeder, from, added.Live, register) }
+		offsets := s.info.Flags&wire.FlagEventBatchOffsets != 0
+		then = func() { s.resume(id, ref, sink, feeder, queue, offsets, from, added.Live, register) }
 	}
 	if ringBacklog {
 		then = func() { s.replayRing(id, sink, feeder, added.Backlog, register) }
@@ -471,32 +472,66 @@ func startOffset(req *wire.Subscribe, added *streams.SubscriberAdded) (uint64, e
 // the reading instead of growing a buffer.
 const replayPageRecords = 1024
 
-// resume runs after Subscribed went out: it writes the history [from, live)
-// from the log straight into the event stream, page by page, then hands the
-// stream to the connection writer and releases the feeder, whose queue has
-// been collecting live batches from live on. History is never dropped; a
-// live batch dropped meanwhile shows as a gap, and the subscription ends
-// lagged with the offset to resume from.
-func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventSink, feeder *actor.PID, from, live uint64, register func() error) {
-	for from < live {
-		page, err := ref.Log.Read(from, int(min(live-from, replayPageRecords)), 1<<20)
-		if err == nil && len(page.Records) == 0 {
-			err = fmt.Errorf("no records at %d below %d", from, live)
+// maxCatchUpPasses bounds the catch-up after a replay: each pass drains
+// what queued meanwhile and reads any hole from the log; more keeps
+// arriving while it runs, so it stops after a few and hands over to live.
+const maxCatchUpPasses = 4
+
+// resume runs after Subscribed went out. It writes the history [from, live)
+// from the log straight into the event stream, page by page (one page in
+// memory, so a slow client slows the reading). Then the catch-up: the
+// feeder's queue (held since registration) has collected live batches, and
+// under drop_new it may have dropped some; each pass takes what is queued,
+// reads whatever hole precedes a batch from the log, and writes both. After
+// at most maxCatchUpPasses it hands the stream to the connection writer and
+// releases the feeder at the next offset; a gap after that ends the
+// subscription as lagged. History below live is never dropped.
+func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventSink, feeder *actor.PID, queue *actors.Mailbox, offsets bool, from, live uint64, register func(next uint64) error) {
+	next, err := s.replay(sink, ref.Log, offsets, from, live)
+	for pass := 0; err == nil && pass < maxCatchUpPasses; pass++ {
+		took := 0
+		for err == nil {
+			msg, ok := queue.TakeData()
+			if !ok {
+				break
+			}
+			env, isEnv := msg.(*streams.Envelope)
+			if !isEnv {
+				continue
+			}
+			end := env.Base + uint64(env.Len())
+			if end <= next {
+				continue // already written from the log
+			}
+			if env.Base > next { // a hole: the queue dropped these
+				if next, err = s.replay(sink, ref.Log, offsets, next, env.Base); err != nil {
+					break
+				}
+			}
+			shape := streams.ShapePlain
+			if offsets {
+				shape = streams.ShapeOffsets
+			}
+			if _, err = sink.Write(env.Frame(shape)); err == nil {
+				next, took = end, took+1
+			}
 		}
-		if err != nil {
-			s.b.log.Warn().Err(err).Uint64("subscription", id).Msg("replay failed; subscription ended")
-			s.abandon(id, sink)
-			return
+		// Batches dropped after the last one queued leave a hole no queued
+		// batch reveals: read up to the log's committed end too. Batches
+		// read here and delivered to the queue later are skipped by the
+		// feeder as already seen.
+		if c := ref.Log.Committed(); err == nil && c > next {
+			next, err = s.replay(sink, ref.Log, offsets, next, c)
+			took++
 		}
-		payloads := make([][]byte, len(page.Records))
-		for i, r := range page.Records {
-			payloads[i] = r.Value
+		if took == 0 {
+			break
 		}
-		if _, err := sink.Write(wire.AppendEventBatchOffsets(nil, page.Records[0].Offset, payloads)); err != nil {
-			s.abandon(id, sink) // the client went away
-			return
-		}
-		from = page.Next
+	}
+	if err != nil {
+		s.b.log.Debug().Err(err).Uint64("subscription", id).Msg("replay ended; subscription ended")
+		s.abandon(id, sink)
+		return
 	}
 	s.mu.Lock()
 	_, alive := s.subs[id]
@@ -505,11 +540,40 @@ func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventS
 		_ = sink.Close() // unsubscribed during the replay
 		return
 	}
-	if err := register(); err != nil {
+	if err := register(next); err != nil {
 		s.abandon(id, sink)
 		return
 	}
-	s.b.system.Root.Send(feeder, &subscribers.StartFrom{Offset: live})
+	s.b.system.Root.Send(feeder, &subscribers.StartFrom{Offset: next})
+}
+
+// replay writes the log's records [from, to) into sink, one page at a time,
+// and returns the offset after the last one written.
+func (s *session) replay(sink transport.EventSink, log streams.Log, offsets bool, from, to uint64) (uint64, error) {
+	for from < to {
+		page, err := log.Read(from, int(min(to-from, replayPageRecords)), 1<<20)
+		if err == nil && len(page.Records) == 0 {
+			err = fmt.Errorf("no records at %d below %d", from, to)
+		}
+		if err != nil {
+			return from, err
+		}
+		payloads := make([][]byte, len(page.Records))
+		for i, r := range page.Records {
+			payloads[i] = r.Value
+		}
+		var frame []byte
+		if offsets {
+			frame = wire.AppendEventBatchOffsets(nil, page.Records[0].Offset, payloads)
+		} else {
+			frame = wire.AppendEventBatch(nil, payloads)
+		}
+		if _, err := sink.Write(frame); err != nil {
+			return from, err
+		}
+		from = page.Next
+	}
+	return from, nil
 }
 
 // abandon ends a subscription whose replay failed.
@@ -524,9 +588,10 @@ func (s *session) abandon(id uint64, sink transport.EventSink) {
 	}
 }
 
-// lagged is a durable subscription's feeder reporting its first gap: the
-// subscription ends with SubscriptionLagged and the offset to resume from.
-func (s *session) lagged(id uint64, resumeFrom uint64) {
+// writerLagged is the connection writer reporting that it ended a durable
+// subscription as lagged (a lane dropped one of its batches, or its feeder
+// found a gap). Drop what is left of it; nothing waits.
+func (s *session) writerLagged(id uint64) {
 	sub := s.take(id)
 	if sub == nil {
 		return
@@ -534,8 +599,21 @@ func (s *session) lagged(id uint64, resumeFrom uint64) {
 	s.b.metrics.Subscriptions.Dec()
 	root := s.b.system.Root
 	root.Send(sub.shard.PID, &streams.RemoveSubscriber{ID: id})
-	root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: id, Lagged: true, ResumeFrom: resumeFrom})
-	// The feeder stops itself after reporting the gap.
+	root.Stop(sub.feeder)
+}
+
+// lagged is a durable subscription's feeder reporting its first gap: the
+// subscription ends with SubscriptionLagged and the offset to resume from.
+func (s *session) lagged(id uint64, resumeFrom uint64) {
+	s.mu.Lock()
+	sub, ok := s.subs[id]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	// The writer queues the lag frame and reports back (writerLagged),
+	// which removes the subscription; the feeder stops itself.
+	s.b.system.Root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: id, Lagged: true, ResumeFrom: resumeFrom})
 }
 
 // replayRing writes an in-memory subscription's backlog (the ring's
@@ -543,7 +621,7 @@ func (s *session) lagged(id uint64, resumeFrom uint64) {
 // stream to the writer and releases the feeder, whose queue has collected
 // what was published meanwhile. The ring and the queue meet exactly: the
 // shard took the backlog and registered the feeder in one Receive.
-func (s *session) replayRing(id uint64, sink transport.EventSink, feeder *actor.PID, backlog []*streams.Envelope, register func() error) {
+func (s *session) replayRing(id uint64, sink transport.EventSink, feeder *actor.PID, backlog []*streams.Envelope, register func(next uint64) error) {
 	for _, env := range backlog {
 		if _, err := sink.Write(env.Frame(streams.ShapePlain)); err != nil {
 			s.abandon(id, sink)
@@ -557,7 +635,7 @@ func (s *session) replayRing(id uint64, sink transport.EventSink, feeder *actor.
 		_ = sink.Close()
 		return
 	}
-	if err := register(); err != nil {
+	if err := register(0); err != nil {
 		s.abandon(id, sink)
 		return
 	}

@@ -30,6 +30,10 @@ type Register struct {
 	SubscriptionID uint64
 	Stream         EventStream
 	Egress         *Egress
+	// Next, on a durable subscription, is the offset the stream continues
+	// at (what the replay wrote up to): the writer knows exactly what it
+	// has written from there on, so a lagged end names the right offset.
+	Next uint64
 }
 
 // Registered answers Register.
@@ -42,10 +46,9 @@ type Unregister struct {
 	SubscriptionID uint64
 	Abort          bool
 	// Lagged ends a durable subscription that fell behind: after what is
-	// queued, a SubscriptionLagged frame tells the client where to resume:
-	// ResumeFrom, or the offset after the last batch the writer queued if
-	// that is further (a batch still in a lane arrives too late and is
-	// dropped; the client reads it again from there).
+	// queued, a SubscriptionLagged frame tells the client to resume right
+	// after the last batch this writer queued (ResumeFrom only when the
+	// writer knows nothing better).
 	Lagged     bool
 	ResumeFrom uint64
 }
@@ -68,6 +71,10 @@ type WriterConfig struct {
 	// OnStreamError is told when a subscription's stream fails (the client
 	// reset it or the connection died); it must not block.
 	OnStreamError func(subscriptionID uint64, err error)
+	// OnLagged is told when a durable subscription ended lagged here (its
+	// lag frame is queued); the session drops the subscription. It must not
+	// block.
+	OnLagged func(subscriptionID uint64)
 	// OnStopped is told when the writer stops, after it reset every stream
 	// it still owned; it must not block.
 	OnStopped func()
@@ -164,7 +171,7 @@ func abort(st EventStream) {
 }
 
 func (w *connWriter) handleRegister(ctx actor.Context, msg *Register) {
-	s := &subWriter{id: msg.SubscriptionID, stream: msg.Stream, egress: msg.Egress, reqs: make(chan writeReq, 1)}
+	s := &subWriter{id: msg.SubscriptionID, stream: msg.Stream, egress: msg.Egress, reqs: make(chan writeReq, 1), next: msg.Next}
 	w.subs[s.id] = s
 	go runWrites(s, ctx.Self(), w.cfg.Root)
 	ctx.Respond(&Registered{SubscriptionID: s.id})
@@ -172,7 +179,10 @@ func (w *connWriter) handleRegister(ctx actor.Context, msg *Register) {
 
 func (w *connWriter) handleDeliver(ctx actor.Context, d *Deliver) {
 	s, ok := w.subs[d.SubscriptionID]
-	if !ok || s.failed {
+	if !ok || s.failed || s.closing {
+		// A batch that arrives after its subscription began to end (for a
+		// lagged one, after the lag frame was queued) is not written: the
+		// resume offset already points at it.
 		d.GiveBack()
 		return
 	}
@@ -225,11 +235,20 @@ func (w *connWriter) handleUnregister(msg *Unregister) {
 	}
 	s.closing = true
 	if msg.Lagged {
-		resume := max(msg.ResumeFrom, s.next)
+		// What this writer queued is all the client will get: resume right
+		// after it. Batches still in a lane arrive too late and are dropped
+		// (above), and the client reads them again from here.
+		resume := s.next
+		if resume == 0 {
+			resume = msg.ResumeFrom
+		}
 		frame, _ := wire.AppendMessage(nil, &wire.SubscriptionLagged{SubscriptionID: s.id, ResumeFrom: resume})
 		s.queue = append(s.queue, frame)
 		if !s.inFlight {
 			w.startWrite(s)
+		}
+		if w.cfg.OnLagged != nil {
+			w.cfg.OnLagged(s.id)
 		}
 		return
 	}

@@ -150,8 +150,8 @@ func (f *feeder) Receive(ctx actor.Context) {
 		f.handleStopped()
 	case *streams.Envelope:
 		f.handleEnvelope(msg)
-		if f.laneGone || f.lagged {
-			ctx.Stop(ctx.Self()) // see toLane and checkGap
+		if f.laneGone {
+			ctx.Stop(ctx.Self()) // see toLane
 		}
 	case *StartFrom:
 		f.expect = msg.Offset
@@ -247,16 +247,19 @@ func (f *feeder) handleEnvelope(env *streams.Envelope) {
 
 // checkGap reports whether env continues the subscription without a gap.
 // A durable subscription never skips silently: at the first gap (its queue
-// dropped a batch) it sends what it has, then ends as lagged, telling the
-// client the offset to resume from.
+// dropped a batch) it ends as lagged, and the writer tells the client the
+// offset to resume from (right after what it really wrote). A batch below
+// the expected offset was already written by the replay and is skipped.
 func (f *feeder) checkGap(env *streams.Envelope) bool {
 	if f.lagged {
-		return false
+		return false // ended; the session stops this feeder
+	}
+	if env.Base+uint64(env.Len()) <= f.expect {
+		return false // already written by the replay's catch-up
 	}
 	if env.Base != f.expect {
-		if len(f.pending) > 0 && f.out == nil {
-			f.flush()
-		}
+		// What is pending is not sent: the writer names the resume offset
+		// from what it really queued, and the client reads the rest again.
 		f.lagged = true
 		if f.cfg.OnLagged != nil {
 			f.cfg.OnLagged(f.expect)
