@@ -10,13 +10,18 @@
 #             script, not the brokers
 #
 # It installs pinned NATS tools into bench/tools/bin (git-ignored; skipped
-# when already there), builds felix, starts nats-server and two felix
+# when already there), builds felix, starts two nats-servers (JetStream
+# with its default sync, and with sync_interval: always) and three felix
 # brokers as separate processes on 127.0.0.1 (free ports), and runs, Felix
 # and NATS alternating (which goes first flips every run):
 #   core fanout    128 B and 1 KiB, fanout 1 and 10: felix bench (throughput
 #                  profile) vs nats bench sub + nats bench pub
 #   latency        128 B at 1000 msg/s for LAT_DUR, fanout 1 and 10: felix
 #                  bench (latency profile) vs bench/natslat (same method)
+#   durable        acked 128 B publishing to a durable stream, no subscriber:
+#                  felix bench --durable (batches of 64) vs nats bench js pub
+#                  async (file storage), twice: Felix periodic vs JetStream's
+#                  default sync, Felix on_commit vs sync_interval: always
 #   slow consumer  a SIGSTOPped subscriber next to a healthy one: the healthy
 #                  one's rate as a share of its rate with no frozen peer
 # It writes bench/results/latest.md (the table), latest.tsv (medians),
@@ -46,11 +51,14 @@ CORE_N_128=${CORE_N_128:-1000000}
 CORE_N_1K=${CORE_N_1K:-200000}
 LAT_DUR=${LAT_DUR:-10s}
 SLOW_N=${SLOW_N:-1000000}
+DUR_N=${DUR_N:-500000}
+DUR_SYNC_N=${DUR_SYNC_N:-50000}
 STEP_TIMEOUT=${STEP_TIMEOUT:-180}
 IDLE_MIN=${IDLE_MIN:-0}
 GATE_WAIT=${GATE_WAIT:-60}
 if ((QUICK)); then
 	CORE_N_128=$((CORE_N_128 / 10)) CORE_N_1K=$((CORE_N_1K / 10)) SLOW_N=$((SLOW_N / 10))
+	DUR_N=$((DUR_N / 10)) DUR_SYNC_N=$((DUR_SYNC_N / 10))
 	LAT_DUR=3s RUNS=1
 fi
 
@@ -139,11 +147,19 @@ log "machine: $MACHINE; idle ${IDLE_START}% before the runs"
 
 # ---- servers -------------------------------------------------------------
 
-start_bg "$WORK/nats.log" "$TOOLS/nats-server" -a 127.0.0.1 -p -1
+# JetStream is on (file storage, its default sync_interval of 2 minutes) for
+# the durable scenarios; core pub/sub does not touch it.
+start_bg "$WORK/nats.log" "$TOOLS/nats-server" -a 127.0.0.1 -p -1 -js -sd "$WORK/js"
 NATS_PID=$BG
 wait_until "nats-server to listen" 20 grep -q 'Listening for client connections on' "$WORK/nats.log"
 NATS_PORT=$(grep -o 'client connections on [0-9.]*:[0-9]*' "$WORK/nats.log" | head -1 | sed 's/.*://')
 export NATS_URL=nats://127.0.0.1:$NATS_PORT
+# A second nats-server whose JetStream fsyncs every write (sync_interval:
+# always), the match for Felix's on_commit.
+printf 'host: 127.0.0.1\nport: -1\njetstream { store_dir: "%s", sync_interval: always }\n' "$WORK/js-sync" >"$WORK/nats-sync.conf"
+start_bg "$WORK/nats-sync.log" "$TOOLS/nats-server" -c "$WORK/nats-sync.conf"
+wait_until "nats-server (sync always) to listen" 20 grep -q 'Listening for client connections on' "$WORK/nats-sync.log"
+NATS_SYNC_URL=nats://127.0.0.1:$(grep -o 'client connections on [0-9.]*:[0-9]*' "$WORK/nats-sync.log" | head -1 | sed 's/.*://')
 
 # start_felix NAME ARGS...: a felix broker on free ports; sets ${NAME}_ADDR,
 # ${NAME}_ADMIN and ${NAME}_CA.
@@ -164,6 +180,8 @@ start_felix() {
 # by design.
 start_felix LOSSLESS --subscriber-queue-policy block --subscriber-lane-queue-policy block
 start_felix DEFAULT
+# ONCOMMIT: every durable ack after the fsync that covers it.
+start_felix ONCOMMIT --durable-fsync on_commit
 log "nats-server at $NATS_URL; felix (block) at $LOSSLESS_ADDR, admin $LOSSLESS_ADMIN; felix (defaults) at $DEFAULT_ADDR"
 
 # ---- measuring -----------------------------------------------------------
@@ -278,6 +296,29 @@ slow() { # RUN SYSTEM
 	rec "slow consumer 128 B" "$sys" "$run" "healthy share" "$share"
 }
 
+# durable RUN SYNC SYSTEM: acked durable publishing, 128 B, no subscriber.
+# Felix: felix bench --durable, batches of 64 acked per batch (8 in flight);
+# NATS: nats bench js pub async (file storage). SYNC "default" pairs Felix's
+# periodic fsync with JetStream's default sync_interval; "always" pairs
+# on_commit with sync_interval: always.
+durable() {
+	local run=$1 sync=$2 sys=$3 label n
+	label="durable 128 B, fsync $sync"
+	n=$DUR_N
+	[[ $sync == always ]] && n=$DUR_SYNC_N
+	if [[ $sys == felix ]]; then
+		local broker=LOSSLESS
+		[[ $sync == always ]] && broker=ONCOMMIT
+		rec "$label" felix "$run" "acked msgs/s" \
+			"$(felix_bench "$broker" --durable --profile throughput --fanout 0 --payload 128 --count "$n" --warmup 640 --stream "dur-$sync-$run" | jget msgs_per_s)"
+	else
+		local url=$NATS_URL
+		[[ $sync == always ]] && url=$NATS_SYNC_URL
+		rec "$label" nats "$run" "acked msgs/s" "$(NATS_URL=$url bounded "$NATS" bench js pub async "dur.$sync.$run" --stream "dur-$sync-$run" --create --storage file --purge \
+			--msgs "$n" --size 128 --no-progress 2>&1 | grep -Eo 'stats: [0-9,]+ msgs/sec' | head -1 | grep -Eo '[0-9,]+' | tr -d ,)"
+	fi
+}
+
 human_size() { if (($1 % 1024 == 0)); then echo "$(($1 / 1024)) KiB"; else echo "$1 B"; fi; }
 
 # gate: waits (up to GATE_WAIT s) for IDLE_MIN % idle; records the idle seen.
@@ -316,6 +357,8 @@ for ((run = 1; run <= RUNS; run++)); do
 	both "$run" latency "$run" 1
 	both "$run" latency "$run" 10
 	both "$run" slow "$run"
+	both "$run" durable "$run" default
+	both "$run" durable "$run" always
 done
 IDLE_END=$(idle)
 ELAPSED=$(($(date +%s) - START))
@@ -332,7 +375,7 @@ median() {
 }
 unit_of() {
 	case $1 in
-	*msg/s* | deliveries/s) echo msg/s ;;
+	*msg/s* | *msgs/s | deliveries/s) echo msg/s ;;
 	p50 | p99) echo µs ;;
 	"healthy share") echo share ;;
 	esac
@@ -382,7 +425,7 @@ CMD="bench/compare.sh -n $RUNS"
 	echo "# Felix vs NATS, side by side"
 	echo
 	echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); $RUNS run(s) of each scenario, Felix and NATS alternating; $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
-	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, IDLE_MIN=$IDLE_MIN)"
+	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, IDLE_MIN=$IDLE_MIN)"
 	echo "- Machine: $MACHINE; idle ${IDLE_START}% before, ${IDLE_END}% after (vmstat, 1 s);"
 	echo "  idle before each Felix/NATS pair: $(sort -n "$IDLES" | awk '{ v[NR] = $1 } END { printf "min %s%%, median %s%%, max %s%%", v[1], v[int((NR + 1) / 2)], v[NR] }') (gate: IDLE_MIN=$IDLE_MIN)."
 	echo "- Versions: felix at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' with uncommitted changes') ($("$FELIX" version | cut -d' ' -f2-)), nats-server $("$TOOLS/nats-server" --version | awk '{print $2}'), natscli $("$NATS" --version)."
