@@ -196,11 +196,6 @@ func (s *session) admit(p *wire.Publish, done transport.PublishDone) error {
 // and only then is the subscriber registered with the shard; Subscribed goes
 // back once the shard has it, so every publish after Subscribed is seen.
 func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.EventSink, error)) (*wire.Subscribed, func(), error) {
-	res, then, err := s.subscribe(req, open)
-	return res, then, err
-}
-
-func (s *session) subscribe(req *wire.Subscribe, open func(uint64) (transport.EventSink, error)) (*wire.Subscribed, func(), error) {
 	scope := req.Scope()
 	if err := scope.Validate(); err != nil {
 		return nil, nil, err
@@ -533,6 +528,13 @@ func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventS
 		s.abandon(id, sink)
 		return
 	}
+	s.handOver(id, sink, feeder, register, next)
+}
+
+// handOver ends a replay: the stream goes to the connection writer and the
+// feeder is released at next (0 for an in-memory stream), unless the
+// subscription ended meanwhile.
+func (s *session) handOver(id uint64, sink transport.EventSink, feeder *actor.PID, register func(next uint64) error, next uint64) {
 	s.mu.Lock()
 	_, alive := s.subs[id]
 	s.mu.Unlock()
@@ -628,16 +630,5 @@ func (s *session) replayRing(id uint64, sink transport.EventSink, feeder *actor.
 			return
 		}
 	}
-	s.mu.Lock()
-	_, alive := s.subs[id]
-	s.mu.Unlock()
-	if !alive {
-		_ = sink.Close()
-		return
-	}
-	if err := register(0); err != nil {
-		s.abandon(id, sink)
-		return
-	}
-	s.b.system.Root.Send(feeder, &subscribers.StartFrom{})
+	s.handOver(id, sink, feeder, register, 0)
 }

@@ -195,21 +195,8 @@ func (c *Client) readControl() {
 			return
 		}
 		var id uint64
-		switch m := msg.(type) {
-		case *wire.Subscribed:
-			id = m.RequestID
-		case *wire.OK:
-			id = m.RequestID
-		case *wire.ErrorMsg:
-			id = m.RequestID
-		case *wire.StreamInfo:
-			id = m.RequestID
-		case *wire.StreamInfos:
-			id = m.RequestID
-		case *wire.StreamRecords:
-			id = m.RequestID
-		case *wire.SubscribeCursorError:
-			id = m.RequestID
+		if r, ok := msg.(wire.Reply); ok {
+			id = r.AnswerTo()
 		}
 		if ch, ok := c.waiters.LoadAndDelete(id); ok {
 			ch.(chan wire.Message) <- msg

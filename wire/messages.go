@@ -32,6 +32,21 @@ const (
 	TypeStreamRecords        MsgType = "stream_records"
 )
 
+// Reply is a broker answer to a request; AnswerTo is the request's id, which
+// the client uses to find the caller waiting for it.
+type Reply interface {
+	Message
+	AnswerTo() uint64
+}
+
+func (m *Subscribed) AnswerTo() uint64           { return m.RequestID }
+func (m *OK) AnswerTo() uint64                   { return m.RequestID }
+func (m *ErrorMsg) AnswerTo() uint64             { return m.RequestID }
+func (m *StreamInfo) AnswerTo() uint64           { return m.RequestID }
+func (m *StreamInfos) AnswerTo() uint64          { return m.RequestID }
+func (m *StreamRecords) AnswerTo() uint64        { return m.RequestID }
+func (m *SubscribeCursorError) AnswerTo() uint64 { return m.RequestID }
+
 // Feature bits say which requests exist. They are negotiated in the
 // handshake: the broker answers with the intersection of what the client
 // offered and what it supports. Numbers follow the reference.
