@@ -281,29 +281,6 @@ func (m *Mailbox) Hold() {
 	m.mu.Unlock()
 }
 
-// TakeData removes the oldest queued data message for a drain done outside
-// the actor while its owner holds the mailbox (a resumed subscription's
-// catch-up writes queued batches itself). Its budget bytes are released: the
-// message leaves the queue's accounting here. ok is false when empty.
-func (m *Mailbox) TakeData() (msg any, ok bool) {
-	m.mu.Lock()
-	if m.mu.data.n == 0 {
-		m.mu.Unlock()
-		return nil, false
-	}
-	e := m.mu.data.pop()
-	m.mu.bytes -= e.bytes
-	m.queued.Add(-1)
-	m.queuedB.Store(m.mu.bytes)
-	m.wakeSendersLocked()
-	m.mu.Unlock()
-	m.cfg.Budget.Release(e.bytes)
-	if env, isEnv := e.msg.(*actor.MessageEnvelope); isEnv {
-		return env.Message, true
-	}
-	return e.msg, true
-}
-
 // Release undoes Hold and schedules delivery of what queued meanwhile.
 func (m *Mailbox) Release() {
 	m.mu.Lock()

@@ -17,6 +17,7 @@ const (
 	KindFeeder     Kind = "feeder"
 	KindLane       Kind = "lane"
 	KindConnWriter Kind = "connection_writer"
+	KindSession    Kind = "session"
 )
 
 // Restart limits for the data-path actors: a child that fails more than

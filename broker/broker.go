@@ -69,6 +69,7 @@ type Broker struct {
 
 	registry    *actor.PID
 	subscribers *actor.PID
+	sessions    *actor.PID
 	lanesSup    *actor.PID
 	connections *actor.PID
 	lanesMu     sync.Mutex // guards lanes and laneGen: a stopped lane is replaced
@@ -161,6 +162,7 @@ func (b *Broker) Start() error {
 	b.registry = spawn("streams", actors.KindShard, func(created func(*actors.Mailbox)) *actor.Props {
 		return streams.RegistryProps(b.registryConfig(), created)
 	})
+	b.sessions = spawn("sessions", actors.KindSession, b.supervisorProps(actors.KindSession))
 	b.subscribers = spawn("subscribers", actors.KindFeeder, b.supervisorProps(actors.KindFeeder))
 	b.lanesSup = spawn("lanes", actors.KindLane, b.supervisorProps(actors.KindLane))
 	b.connections = spawn("connections", actors.KindConnWriter, b.supervisorProps(actors.KindConnWriter))
@@ -274,7 +276,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 }
 
 func (b *Broker) stopActors() {
-	for _, pid := range []*actor.PID{b.connections, b.lanesSup, b.subscribers, b.registry} {
+	for _, pid := range []*actor.PID{b.sessions, b.connections, b.lanesSup, b.subscribers, b.registry} {
 		if pid == nil {
 			continue
 		}
@@ -282,48 +284,6 @@ func (b *Broker) stopActors() {
 			b.log.Warn().Err(err).Str("actor", pid.Id).Msg("stop")
 		}
 	}
-}
-
-// Open implements transport.Backend: it spawns the connection's writer.
-func (b *Broker) Open(info transport.ConnInfo) (transport.Session, error) {
-	s := &session{
-		b: b, info: info,
-		defs:   make(map[wire.Scope]streams.Def),
-		shards: make(map[shardKey]*streams.ShardRef),
-		subs:   make(map[uint64]*subscription),
-	}
-	w, err := s.spawnWriter(0)
-	if err != nil {
-		return nil, err
-	}
-	s.writer = w
-	return s, nil
-}
-
-// spawnWriter starts the connection's writer. generation > 0 names a
-// replacement for a writer that was stopped (chaos, or a crash loop).
-func (s *session) spawnWriter(generation int) (*lanes.WriterRef, error) {
-	b := s.b
-	ref := &lanes.WriterRef{ConnID: s.info.ID, Budget: lanes.NewConnBudget(b.cfg.SubscriberEgressMaxBytes)}
-	props := lanes.WriterProps(lanes.WriterConfig{
-		Log:           b.log,
-		Root:          b.system.Root,
-		OnStreamError: s.streamFailed,
-		OnStopped:     func() { s.writerStopped(ref) },
-		OnLagged:      s.writerLagged,
-		OnWritten:     b.countWritten,
-	}, func(m *actors.Mailbox) { ref.Mailbox = m })
-	name := fmt.Sprintf("conn-%d", s.info.ID)
-	if generation > 0 {
-		name = fmt.Sprintf("conn-%d.%d", s.info.ID, generation)
-	}
-	pid, err := actors.Spawn(b.system.Root, b.connections, name, props, requestTimeout)
-	if err != nil {
-		return nil, err
-	}
-	ref.PID = pid
-	b.dir.Add(pid, actors.KindConnWriter, ref.Mailbox, map[string]string{"conn": fmt.Sprint(s.info.ID), "remote": s.info.Remote.String(), "tenant": s.info.Tenant})
-	return ref, nil
 }
 
 // lane returns lane i, replacing it first if it was stopped for good.
@@ -354,9 +314,9 @@ func (b *Broker) laneConfig() lanes.LaneConfig {
 		OnDrop: func(d *lanes.Deliver) {
 			b.metrics.LaneDropped.Inc()
 			if d.Next > 0 {
-				// A durable subscription never loses a batch silently: the
-				// writer ends it lagged, resuming after what it really has.
-				b.system.Root.Send(d.Writer.PID, &lanes.Unregister{SubscriptionID: d.SubscriptionID, Lagged: true})
+				// A durable subscription never loses a batch silently: its
+				// session ends it lagged, resuming after what it really has.
+				b.system.Root.Send(d.Session, &lanes.Lagged{SubscriptionID: d.SubscriptionID})
 			}
 		},
 		OnRefused: func(*lanes.Deliver) { b.metrics.WriterRefused.Inc() },

@@ -87,8 +87,8 @@ func TestResumeCursorErrors(t *testing.T) {
 	if !errors.As(err, &cursor) || cursor.Reason != "in_future" || cursor.Available != 10 {
 		t.Fatalf("subscribe from 50 of 10: %v, want in_future with available 10", err)
 	}
-	if _, err := c.Subscribe(ctx, client.Stream{Name: "memory"}, client.SubscribeOptions{From: client.FromOffset, FromOffset: 3}); !errors.Is(err, wire.ErrInvalidRequest) {
-		t.Fatalf("an offset on an in-memory stream: %v, want invalid_request", err)
+	if _, err := c.Subscribe(ctx, client.Stream{Name: "memory"}, client.SubscribeOptions{From: client.FromOffset, FromOffset: 3}); !errors.As(err, &cursor) || cursor.Reason != "in_future" || cursor.Available != 0 {
+		t.Fatalf("offset 3 of an empty in-memory stream: %v, want in_future with available 0", err)
 	}
 	// The connection still serves after refusals.
 	sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromOffset, FromOffset: 10})
@@ -218,5 +218,45 @@ func TestCatchUpFillsHolesLeftDuringReplay(t *testing.T) {
 		t.Fatalf("the queue dropped nothing during the replay, so the catch-up was not exercised")
 	} else {
 		t.Logf("%v batches dropped from the queue during the replay, all read back from the log", dropped)
+	}
+}
+
+// TestResumeInMemoryFromRing: an in-memory stream's history is its replay
+// ring. A start before the ring is a cursor error too_old naming the ring's
+// oldest offset (it was invalid_request); a start inside it replays the
+// ring from there, then continues live.
+func TestResumeInMemoryFromRing(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.ReplayRingRecords = 4
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "ring"}
+	for i := range 10 {
+		if err := c.Publish(ctx, st, []byte(fmt.Sprintf("m%05d", i)), client.PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromOffset, FromOffset: 2})
+	var cursor *wire.CursorError
+	if !errors.As(err, &cursor) || cursor.Reason != "too_old" || cursor.Available != 6 {
+		t.Fatalf("offset 2 with a ring of offsets 6-9: %v, want too_old with available 6", err)
+	}
+	sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromOffset, FromOffset: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, st, []byte("m00010"), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 7; i <= 10; i++ {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if want := fmt.Sprintf("m%05d", i); string(ev.Payload) != want {
+			t.Fatalf("event %d = %q, want %q", i, ev.Payload, want)
+		}
 	}
 }

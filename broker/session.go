@@ -1,78 +1,74 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
-	"github.com/getfelix/felix-go/subscribers"
-	"github.com/getfelix/felix-go/transport"
 	"github.com/getfelix/felix-go/wire"
 )
 
-type shardKey struct {
-	scope wire.Scope
-	shard uint32
+// The session actor owns one connection's subscriptions: it adopts each new
+// one, and it alone ends them, whatever ends them. It learns of ended
+// feeders and stopped writers by watching them, and of failed streams and
+// lag from the writer, feeders and lanes as messages. It owns the
+// connection's writer too, and replaces it when it stops. It never waits in
+// Receive: what needs an answer from another actor (a replacement writer)
+// comes back as a message.
+//
+// Messages it accepts: getWriter, adopt, unsubscribe, endSubscription and
+// closeSession from the connection's goroutines (the service methods);
+// lanes.StreamFailed, lanes.Lagged and lanes.LagQueued; *actor.Terminated
+// of a watched feeder or writer; *actors.ChildSpawned for a writer it asked
+// for.
+
+// getWriter asks for the connection's writer; the session answers
+// *lanes.WriterRef once it has a live one, or an error once closing.
+type getWriter struct{ actors.ControlMessage }
+
+// adopt hands the session a subscription whose feeder is spawned and whose
+// stream is registered with the writer. The session answers *adopted.
+type adopt struct {
+	actors.ControlMessage
+	sub *subscription
 }
 
-// session serves one connection. Its methods run on the connection's stream
-// goroutines; mu guards the fields grouped under it.
-type session struct {
-	b      *Broker
-	info   transport.ConnInfo
-	writer *lanes.WriterRef // guarded by mu once the session serves
+// adopted answers adopt; on an error the caller tears the parts down itself.
+type adopted struct{ err error }
 
-	// writerMu serialises replacing a stopped writer; never held with mu
-	// held first.
-	writerMu  sync.Mutex
-	writerGen int
-
-	mu     sync.Mutex
-	defs   map[wire.Scope]streams.Def
-	shards map[shardKey]*streams.ShardRef
-	subs   map[uint64]*subscription
-	closed bool
+// unsubscribe is the client ending a subscription; the answer is *ended.
+type unsubscribe struct {
+	actors.ControlMessage
+	id uint64
 }
 
+type ended struct{ err error }
+
+// endSubscription ends a subscription whose subscribe failed after it was
+// adopted (the shard refused it, or its start offset is out of range).
+type endSubscription struct {
+	actors.ControlMessage
+	id    uint64
+	abort bool
+}
+
+// closeSession ends every subscription; the answer is the writer to stop.
+type closeSession struct{ actors.ControlMessage }
+
+type sessionClosed struct{ writer *actor.PID }
+
+// subscription is one live subscription, as its session keeps it.
 type subscription struct {
-	id     uint64
-	feeder *actor.PID
-	shard  *streams.ShardRef
-	writer *lanes.WriterRef
-}
-
-// liveWriter returns the connection's writer, replacing it first if it was
-// stopped (its subscriptions ended with it; new ones need a writer).
-func (s *session) liveWriter() (*lanes.WriterRef, error) {
-	s.mu.Lock()
-	w := s.writer
-	s.mu.Unlock()
-	if !w.Mailbox.IsClosed() {
-		return w, nil
-	}
-	s.writerMu.Lock()
-	defer s.writerMu.Unlock()
-	s.mu.Lock()
-	w = s.writer
-	s.mu.Unlock()
-	if !w.Mailbox.IsClosed() {
-		return w, nil // another subscribe replaced it first
-	}
-	s.writerGen++
-	nw, err := s.spawnWriter(s.writerGen)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.writer = nw
-	s.mu.Unlock()
-	return nw, nil
+	id      uint64
+	feeder  *actor.PID
+	shard   *actor.PID
+	writer  *lanes.WriterRef
+	egress  *lanes.Egress
+	lagging bool // the writer was asked to end it lagged
 }
 
 // How a subscription ends, which decides what is left to tear down.
@@ -80,555 +76,280 @@ type endReason int
 
 const (
 	endUnsubscribe  endReason = iota // the client asked: finish the stream cleanly
+	endRefused                       // the subscribe failed late: finish the stream cleanly
 	endStreamFailed                  // the writer saw the stream fail: it already let go
 	endFeederGone                    // the feeder stopped: reset the stream with an error
 	endWriterGone                    // the writer stopped: it already reset the streams
+	endLagged                        // the writer queued the lag frame and finishes the stream
 	endConnClosed                    // the connection is gone
 )
 
-// stream returns scope's definition, from the session's cache or the
-// registry (which makes an implicit in-memory stream on first use).
-func (s *session) stream(scope wire.Scope) (streams.Def, error) {
-	s.mu.Lock()
-	d, ok := s.defs[scope]
-	s.mu.Unlock()
-	if ok {
-		return d, nil
-	}
-	res, err := streams.Request[*streams.StreamResult](s.b.system.Root, s.b.registry, &streams.GetStream{Scope: scope, Create: true}, requestTimeout)
-	if err != nil {
-		return streams.Def{}, err
-	}
-	if res.Err != nil {
-		return streams.Def{}, res.Err
-	}
-	s.mu.Lock()
-	s.defs[scope] = res.Def
-	s.mu.Unlock()
-	return res.Def, nil
+// session is the actor; every field is owned by Receive.
+type session struct {
+	b      *Broker
+	client service.Client
+
+	writer    *lanes.WriterRef // nil while a writer is being spawned
+	spawning  *lanes.WriterRef // the writer asked for, until it is spawned
+	writerGen int
+	// waiting are getWriter requests that arrived while a writer was being
+	// spawned; they are answered when it is.
+	waiting []*actor.PID
+
+	subs     map[uint64]*subscription
+	byFeeder map[string]uint64 // feeder PID id -> subscription id
+	closed   bool
 }
 
-// forgetStream drops what the session cached about a stream that was
-// created, changed or deleted.
-func (s *session) forgetStream(scope wire.Scope) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.defs, scope)
-	for k := range s.shards {
-		if k.scope == scope {
-			delete(s.shards, k)
-		}
-	}
+func newSession(b *Broker, c service.Client) *session {
+	return &session{b: b, client: c, subs: make(map[uint64]*subscription), byFeeder: make(map[string]uint64)}
 }
 
-// shard returns shard n of scope, asking the registry on a miss or when the
-// cached shard has stopped.
-func (s *session) shard(scope wire.Scope, n uint32) (*streams.ShardRef, error) {
-	key := shardKey{scope: scope, shard: n}
-	s.mu.Lock()
-	ref, ok := s.shards[key]
-	s.mu.Unlock()
-	if ok && !ref.Mailbox.IsClosed() {
-		return ref, nil
-	}
-	ref, err := streams.Lookup(s.b.system.Root, s.b.registry, scope, n, requestTimeout)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.shards[key] = ref
-	s.mu.Unlock()
-	return ref, nil
-}
-
-// Publish admits p to its shard's mailbox, waiting at most
-// publish_queue_wait_timeout_ms for room.
-func (s *session) Publish(p *wire.Publish, done transport.PublishDone) error {
-	m := s.b.metrics
-	err := s.admit(p, done)
-	switch {
-	case err == nil:
-		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "ok").Inc()
-		m.PublishedMessages.WithLabelValues(p.Scope.Tenant).Add(float64(len(p.Payloads)))
-		m.PublishedBytes.WithLabelValues(p.Scope.Tenant).Add(float64(p.Bytes()))
-	case errors.Is(err, wire.ErrOverloaded):
-		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "overloaded").Inc()
-		m.PublishOverloaded.WithLabelValues(p.Scope.Tenant).Inc()
+func (s *session) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		s.handleStarted(ctx)
+	case *actor.Stopped:
+		s.handleStopped(ctx)
+	case *actor.Terminated:
+		s.handleTerminated(ctx, msg)
+	case *getWriter:
+		s.handleGetWriter(ctx)
+	case *actors.ChildSpawned:
+		s.handleWriterSpawned(ctx, msg)
+	case *adopt:
+		s.handleAdopt(ctx, msg)
+	case *unsubscribe:
+		s.handleUnsubscribe(ctx, msg)
+	case *endSubscription:
+		s.handleEndSubscription(ctx, msg)
+	case *lanes.StreamFailed:
+		s.handleStreamFailed(ctx, msg)
+	case *lanes.Lagged:
+		s.handleLagged(ctx, msg)
+	case *lanes.LagQueued:
+		s.endByID(ctx, msg.SubscriptionID, endLagged)
+	case *closeSession:
+		s.handleClose(ctx)
 	default:
-		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "error").Inc()
-	}
-	return err
-}
-
-func (s *session) admit(p *wire.Publish, done transport.PublishDone) error {
-	for attempt := 0; ; attempt++ {
-		def, err := s.stream(p.Scope)
-		if err != nil {
-			return err
-		}
-		ref, err := s.shard(p.Scope, def.Routing.ShardFor(p.Key, def.Shards))
-		if err != nil {
-			return err
-		}
-		var shardDone func(uint64, bool, error)
-		if done != nil {
-			shardDone = func(base uint64, durable bool, err error) { done(base, durable, err) }
-		}
-		switch ref.Mailbox.TryPost(&streams.Publish{Payloads: p.Payloads, Done: shardDone}, s.b.cfg.PublishQueueWaitTimeout) {
-		case actors.Posted, actors.PostedEvicting:
-			return nil
-		case actors.Closed:
-			if attempt == 0 {
-				// The shard stopped (or its stream was deleted): look again;
-				// the registry makes a new one.
-				s.forgetStream(p.Scope)
-				continue
-			}
-			return wire.NewError(wire.CodeShardUnavailable, "stream %s is not available", p.Scope)
-		default:
-			return wire.NewError(wire.CodeOverloaded, "publish_queue_full: stream %s did not take the publish within %s", p.Scope, s.b.cfg.PublishQueueWaitTimeout)
-		}
+		s.b.log.Debug().Type("message", msg).Msg("session ignored message")
 	}
 }
 
-// Subscribe follows the spec's handshake: the event stream opens with its
-// hello, the feeder exists and is bound to a lane and the connection writer,
-// and only then is the subscriber registered with the shard; Subscribed goes
-// back once the shard has it, so every publish after Subscribed is seen.
-func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.EventSink, error)) (*wire.Subscribed, func(), error) {
-	scope := req.Scope()
-	if err := scope.Validate(); err != nil {
-		return nil, nil, err
-	}
-	capacity := s.grantCapacity(req.QueueCapacity)
-	if _, err := s.stream(scope); err != nil {
-		return nil, nil, err
-	}
-	ref, err := s.shard(scope, req.Shard)
-	if err != nil && errors.Is(err, wire.ErrNotFound) {
-		s.forgetStream(scope) // the stream may have been recreated with more shards
-		ref, err = s.shard(scope, req.Shard)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	// An in-memory stream's history is its replay ring, and its offsets are
-	// not shown to clients: it can start at the latest record, or at the
-	// earliest the ring still holds.
-	ringBacklog := !ref.Durable && req.Start == "earliest"
-	if !ref.Durable && req.Start != "" && req.Start != "latest" && !ringBacklog {
-		return nil, nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory: a subscription starts at latest or earliest (the replay ring); offsets need a durable stream", scope)
-	}
-	id := s.b.nextSubID.Add(1)
-	sink, err := open(id)
-	if err != nil {
-		return nil, nil, err
-	}
-
-	lane, err := s.b.lane(s.b.selector.Select(id, s.info.ID))
-	if err != nil {
-		_ = sink.Close()
-		return nil, nil, wire.NewError(wire.CodeInternal, "writer lane: %v", err)
-	}
-	writer, err := s.liveWriter()
-	if err != nil {
-		_ = sink.Close()
-		return nil, nil, wire.NewError(wire.CodeInternal, "connection writer: %v", err)
-	}
-	var queue *actors.Mailbox
-	var feederGone atomic.Bool // set before feederStopped runs; read under mu below
-	props, egress := subscribers.Props(subscribers.Config{
-		SubscriptionID: id,
-		Batch:          s.b.feederBatch(),
-		Lane:           lane,
-		Writer:         writer,
-		Root:           s.b.system.Root,
-		Log:            s.b.log,
-		Shard:          ref.PID,
-		Offsets:        ref.Durable && s.info.Flags&wire.FlagEventBatchOffsets != 0,
-		Durable:        ref.Durable,
-		Held:           ringBacklog,
-		OnLagged:       func(from uint64) { s.lagged(id, from) },
-		OnStopped:      func() { feederGone.Store(true); s.feederStopped(id) },
-		Budget:         s.b.queueTotal,
-	}, actors.MailboxConfig{
-		Capacity:   capacity,
-		MaxBytes:   s.b.cfg.SubscriberQueueMaxBytes,
-		Policy:     s.b.policy,
-		Budget:     s.b.queueTotal,
-		KeepBudget: s.b.queueTotal != nil,
-		OnDrop:     s.b.countSubQueueDrop,
-	}, func(m *actors.Mailbox) { queue = m })
-
-	root := s.b.system.Root
-	register := func(next uint64) error {
-		if _, err := root.RequestFuture(writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress, Next: next}, requestTimeout).Result(); err != nil {
-			egress.Close()
-			_ = sink.Close()
-			return wire.NewError(wire.CodeInternal, "register subscription with connection writer: %v", err)
-		}
-		return nil
-	}
-	// An in-memory subscription registers with the writer now. A durable
-	// one replays its history into the stream first, so it registers
-	// after (see resume).
-	if !ref.Durable && !ringBacklog {
-		if err := register(0); err != nil {
-			return nil, nil, err
-		}
-	}
-	feeder, err := actors.Spawn(root, s.b.subscribers, fmt.Sprintf("sub-%d", id), props, requestTimeout)
-	if err == nil {
-		s.b.dir.Add(feeder, actors.KindFeeder, queue, map[string]string{
-			"stream": scope.String(), "subscription": fmt.Sprint(id), "conn": fmt.Sprint(s.info.ID),
-			"lane": fmt.Sprint(lane.Index), "policy": s.b.policy.String(),
-		})
-	}
-	if err != nil {
-		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id})
-		return nil, nil, wire.NewError(wire.CodeInternal, "spawn feeder: %v", err)
-	}
-	res, err := root.RequestFuture(ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue, Backlog: ringBacklog}, requestTimeout).Result()
-	if err != nil {
-		root.Stop(feeder)
-		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id})
-		return nil, nil, wire.NewError(wire.CodeShardUnavailable, "register with stream %s: %v", scope, err)
-	}
-	added := res.(*streams.SubscriberAdded)
-	answer := &wire.Subscribed{RequestID: req.RequestID, SubscriptionID: id, QueueCapacity: capacity}
-	var then func()
-	if ref.Durable {
-		from, cerr := startOffset(req, added)
-		if cerr != nil {
-			root.Send(ref.PID, &streams.RemoveSubscriber{ID: id})
-			root.Stop(feeder)
-			egress.Close()
-			_ = sink.Close()
-			return nil, nil, cerr
-		}
-		answer.StartOffset, answer.LiveOffset, answer.Durable = from, added.Live, true
-		offsets := s.info.Flags&wire.FlagEventBatchOffsets != 0
-		then = func() { s.resume(id, ref, sink, feeder, queue, offsets, from, added.Live, register) }
-	}
-	if ringBacklog {
-		then = func() { s.replayRing(id, sink, feeder, added.Backlog, register) }
-	}
-
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.end(&subscription{id: id, feeder: feeder, shard: ref, writer: writer}, endUnsubscribe)
-		return nil, nil, wire.NewError(wire.CodeDraining, "connection closing")
-	}
-	if feederGone.Load() {
-		// The feeder stopped (chaos, its shard or lane stopping) before the
-		// subscription was in subs, so feederStopped found nothing to end:
-		// refuse, or the client would wait on a stream nothing feeds.
-		s.mu.Unlock()
-		root.Send(ref.PID, &streams.RemoveSubscriber{ID: id})
-		root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id, Abort: true})
-		return nil, nil, wire.NewError(wire.CodeShardUnavailable, "the subscription's feeder stopped while subscribing; subscribe again")
-	}
-	s.subs[id] = &subscription{id: id, feeder: feeder, shard: ref, writer: writer}
-	s.mu.Unlock()
-	s.b.metrics.Subscriptions.Inc()
-	return answer, then, nil
-}
-
-// grantCapacity clamps a requested queue capacity to [1, max]; zero (or
-// negative: never trusted) asks for the stream's default.
-func (s *session) grantCapacity(requested int64) int {
-	if requested <= 0 {
-		return s.b.cfg.SubscriberQueueCapacity
-	}
-	return int(min(requested, int64(s.b.cfg.SubscriberQueueCapacityMax)))
-}
-
-// Unsubscribe ends one of this connection's subscriptions.
-func (s *session) Unsubscribe(id uint64) error {
-	sub := s.take(id)
-	if sub == nil {
-		return wire.NewError(wire.CodeNotFound, "no subscription %d on this connection", id)
-	}
-	s.end(sub, endUnsubscribe)
-	return nil
-}
-
-// take removes a subscription from the session; nil if it is already gone.
-func (s *session) take(id uint64) *subscription {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sub, ok := s.subs[id]
-	if !ok {
-		return nil
-	}
-	delete(s.subs, id)
-	return sub
-}
-
-// streamFailed is the connection writer telling us a subscription's stream
-// broke (the client reset it). It runs on the writer's goroutine: no waiting.
-func (s *session) streamFailed(id uint64, err error) {
-	if sub := s.take(id); sub != nil {
-		s.b.log.Debug().Uint64("subscription", id).Err(err).Msg("event stream failed; subscription ended")
-		s.end(sub, endStreamFailed)
+// handleStarted asks for the first writer. After a restart (the same
+// instance) the writer and subscriptions are kept.
+func (s *session) handleStarted(ctx actor.Context) {
+	if s.writer == nil && !s.closed {
+		s.spawnWriter(ctx)
 	}
 }
 
-// feederStopped is a feeder telling us it stopped. After an Unsubscribe the
-// subscription is already gone; otherwise the feeder was stopped (chaos,
-// its shard or lane stopped, a crash loop) and the client is told.
-func (s *session) feederStopped(id uint64) {
-	if sub := s.take(id); sub != nil {
-		s.b.log.Warn().Uint64("subscription", id).Msg("feeder stopped; subscription ended with an error to the client")
-		s.end(sub, endFeederGone)
+// handleStopped ends whatever is left: a session stopped by anything but
+// Close must not leave feeders running for a connection nobody tracks.
+func (s *session) handleStopped(ctx actor.Context) {
+	for _, sub := range s.subs {
+		s.end(ctx, sub, endFeederGone)
 	}
+	s.answerWaiting(ctx)
 }
 
-// writerStopped is a connection writer telling us it stopped. It has reset
-// every stream it owned; end the subscriptions it carried. A later
-// Subscribe gets a new writer (liveWriter).
-func (s *session) writerStopped(w *lanes.WriterRef) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+// spawnWriter asks the connections supervisor for a writer; the answer
+// comes back as *actors.ChildSpawned. A replacement gets a new name: the
+// old one's death may not be final in protoactor's registry yet.
+func (s *session) spawnWriter(ctx actor.Context) {
+	ref := &lanes.WriterRef{ConnID: s.client.ID, Budget: lanes.NewConnBudget(s.b.cfg.SubscriberEgressMaxBytes)}
+	props := lanes.WriterProps(lanes.WriterConfig{
+		Log:       s.b.log,
+		Root:      s.b.system.Root,
+		Session:   ctx.Self(),
+		OnWritten: s.b.countWritten,
+	}, func(m *actors.Mailbox) { ref.Mailbox = m })
+	name := fmt.Sprintf("conn-%d", s.client.ID)
+	if s.writerGen > 0 {
+		name = fmt.Sprintf("conn-%d.%d", s.client.ID, s.writerGen)
+	}
+	s.writerGen++
+	s.writer = nil
+	s.spawning = ref
+	ctx.Request(s.b.connections, &actors.SpawnChild{Name: name, Props: props})
+}
+
+func (s *session) handleWriterSpawned(ctx actor.Context, msg *actors.ChildSpawned) {
+	ref := s.spawning
+	s.spawning = nil
+	if ref == nil {
 		return
 	}
-	var gone []*subscription
-	for id, sub := range s.subs {
-		if sub.writer == w {
-			gone = append(gone, sub)
-			delete(s.subs, id)
+	if msg.Err != nil {
+		s.b.log.Error().Err(msg.Err).Uint64("conn", s.client.ID).Msg("spawn connection writer")
+		s.answerWaiting(ctx)
+		return
+	}
+	ref.PID = msg.PID
+	s.b.dir.Add(ref.PID, actors.KindConnWriter, ref.Mailbox, map[string]string{"conn": fmt.Sprint(s.client.ID), "remote": s.client.Remote.String(), "tenant": s.client.Tenant})
+	ctx.Watch(ref.PID)
+	if s.closed {
+		ctx.Stop(ref.PID)
+		return
+	}
+	s.writer = ref
+	s.answerWaiting(ctx)
+}
+
+// answerWaiting answers the getWriter requests that waited for a writer:
+// with it, or with an error if there is none.
+func (s *session) answerWaiting(ctx actor.Context) {
+	for _, who := range s.waiting {
+		ctx.Send(who, s.writerAnswer())
+	}
+	s.waiting = nil
+}
+
+func (s *session) writerAnswer() any {
+	switch {
+	case s.closed:
+		return wire.NewError(wire.CodeDraining, "connection closing")
+	case s.writer == nil:
+		return wire.NewError(wire.CodeInternal, "this connection has no writer; subscribe again")
+	}
+	return s.writer
+}
+
+func (s *session) handleGetWriter(ctx actor.Context) {
+	if s.writer == nil && s.spawning != nil && !s.closed {
+		s.waiting = append(s.waiting, ctx.Sender())
+		return
+	}
+	if s.writer == nil && !s.closed {
+		// The last spawn failed: try again for this subscriber.
+		s.waiting = append(s.waiting, ctx.Sender())
+		s.spawnWriter(ctx)
+		return
+	}
+	ctx.Respond(s.writerAnswer())
+}
+
+// handleTerminated: a watched feeder or writer stopped. A feeder's
+// subscription ends with an error to the client; a writer's subscriptions
+// all end (it reset their streams), and a new writer takes its place.
+func (s *session) handleTerminated(ctx actor.Context, msg *actor.Terminated) {
+	if id, ok := s.byFeeder[msg.Who.Id]; ok {
+		if sub := s.subs[id]; sub != nil {
+			s.b.log.Warn().Uint64("subscription", id).Msg("feeder stopped; subscription ended with an error to the client")
+			s.end(ctx, sub, endFeederGone)
+		}
+		return
+	}
+	if s.writer == nil || !msg.Who.Equal(s.writer.PID) || s.closed {
+		return
+	}
+	gone := 0
+	for _, sub := range s.subs {
+		if sub.writer == s.writer {
+			s.end(ctx, sub, endWriterGone)
+			gone++
 		}
 	}
-	s.mu.Unlock()
-	if len(gone) > 0 {
-		s.b.log.Warn().Uint64("conn", s.info.ID).Int("subscriptions", len(gone)).Msg("connection writer stopped; its subscriptions ended with an error to the client")
+	s.b.log.Warn().Uint64("conn", s.client.ID).Int("subscriptions", gone).Msg("connection writer stopped; its subscriptions ended with an error to the client; replacing it")
+	s.spawnWriter(ctx)
+}
+
+func (s *session) handleAdopt(ctx actor.Context, msg *adopt) {
+	if s.closed {
+		ctx.Respond(&adopted{err: wire.NewError(wire.CodeDraining, "connection closing")})
+		return
 	}
-	for _, sub := range gone {
-		s.end(sub, endWriterGone)
+	if s.writer != msg.sub.writer {
+		// The writer it registered with stopped meanwhile and took the
+		// stream with it.
+		ctx.Respond(&adopted{err: wire.NewError(wire.CodeShardUnavailable, "the connection's writer stopped while subscribing; subscribe again")})
+		return
+	}
+	sub := msg.sub
+	s.subs[sub.id] = sub
+	s.byFeeder[sub.feeder.Id] = sub.id
+	s.b.metrics.Subscriptions.Inc()
+	// Watching a feeder that already stopped yields Terminated at once, so
+	// one that died while subscribing is not missed.
+	ctx.Watch(sub.feeder)
+	ctx.Respond(&adopted{})
+}
+
+func (s *session) handleUnsubscribe(ctx actor.Context, msg *unsubscribe) {
+	sub := s.subs[msg.id]
+	if sub == nil {
+		ctx.Respond(&ended{err: wire.NewError(wire.CodeNotFound, "no subscription %d on this connection", msg.id)})
+		return
+	}
+	s.end(ctx, sub, endUnsubscribe)
+	ctx.Respond(&ended{})
+}
+
+func (s *session) handleEndSubscription(ctx actor.Context, msg *endSubscription) {
+	why := endRefused
+	if msg.abort {
+		why = endFeederGone
+	}
+	s.endByID(ctx, msg.id, why)
+}
+
+func (s *session) handleStreamFailed(ctx actor.Context, msg *lanes.StreamFailed) {
+	if sub := s.subs[msg.SubscriptionID]; sub != nil {
+		s.b.log.Debug().Uint64("subscription", sub.id).Err(msg.Err).Msg("event stream failed; subscription ended")
+		s.end(ctx, sub, endStreamFailed)
+	}
+}
+
+// handleLagged is the one place lag is handled: whether a lane dropped a
+// durable subscription's batch, its feeder found a gap, or its shard gave
+// up waiting on it, the writer queues SubscriptionLagged after what it
+// really has, names the offset to resume from, and reports LagQueued.
+func (s *session) handleLagged(ctx actor.Context, msg *lanes.Lagged) {
+	sub := s.subs[msg.SubscriptionID]
+	if sub == nil || sub.lagging {
+		return
+	}
+	sub.lagging = true
+	s.b.metrics.SubscriptionsLagged.Inc()
+	ctx.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Lagged: true, ResumeFrom: msg.ResumeFrom})
+}
+
+func (s *session) handleClose(ctx actor.Context) {
+	s.closed = true
+	for _, sub := range s.subs {
+		s.end(ctx, sub, endConnClosed)
+	}
+	s.answerWaiting(ctx)
+	var w *actor.PID
+	if s.writer != nil {
+		w = s.writer.PID
+	}
+	ctx.Respond(&sessionClosed{writer: w})
+}
+
+func (s *session) endByID(ctx actor.Context, id uint64, why endReason) {
+	if sub := s.subs[id]; sub != nil {
+		s.end(ctx, sub, why)
 	}
 }
 
 // end tears a subscription down without waiting: the shard forgets it, the
-// feeder stops (closing its queue), and the writer finishes its stream.
-func (s *session) end(sub *subscription, why endReason) {
+// feeder stops (closing its queue), the writer finishes or resets its
+// stream, and its share of the connection's egress budget is given back.
+// Every end goes through here.
+func (s *session) end(ctx actor.Context, sub *subscription, why endReason) {
+	delete(s.subs, sub.id)
+	delete(s.byFeeder, sub.feeder.Id)
 	s.b.metrics.Subscriptions.Dec()
-	root := s.b.system.Root
-	root.Send(sub.shard.PID, &streams.RemoveSubscriber{ID: sub.id})
+	ctx.Send(sub.shard, &streams.RemoveSubscriber{ID: sub.id})
 	if why != endFeederGone {
-		root.Stop(sub.feeder)
+		ctx.Stop(sub.feeder)
 	}
 	switch why {
-	case endUnsubscribe:
-		root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id})
+	case endUnsubscribe, endRefused:
+		ctx.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id})
 	case endFeederGone:
-		root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Abort: true})
+		ctx.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Abort: true})
 	}
-}
-
-// Close ends every subscription and stops the connection writer.
-func (s *session) Close() {
-	s.mu.Lock()
-	s.closed = true
-	subs := s.subs
-	s.subs = nil
-	w := s.writer
-	s.mu.Unlock()
-	for _, sub := range subs {
-		s.end(sub, endConnClosed)
-	}
-	_ = s.b.system.Root.StopFuture(w.PID).Wait()
-}
-
-// startOffset resolves a durable subscription's start against the shard:
-// latest is the live offset, earliest the oldest kept; an offset must lie
-// between them, or the answer is a cursor error with the nearest usable one.
-func startOffset(req *wire.Subscribe, added *streams.SubscriberAdded) (uint64, error) {
-	switch req.Start {
-	case "", "latest":
-		return added.Live, nil
-	case "earliest":
-		return added.Start, nil
-	case "offset":
-		switch {
-		case req.StartOffset > added.Live:
-			return 0, &wire.CursorError{Reason: "in_future", Requested: req.StartOffset, Available: added.Live}
-		case req.StartOffset < added.Start:
-			return 0, &wire.CursorError{Reason: "too_old", Requested: req.StartOffset, Available: added.Start}
-		}
-		return req.StartOffset, nil
-	}
-	return 0, wire.NewError(wire.CodeInvalidRequest, "start %q is not latest, earliest or offset", req.Start)
-}
-
-// replayPageRecords bounds one page of history: the replay holds one page
-// in memory and writes it before reading the next, so a slow client slows
-// the reading instead of growing a buffer.
-const replayPageRecords = 1024
-
-// maxCatchUpPasses bounds the catch-up after a replay: each pass drains
-// what queued meanwhile and reads any hole from the log; more keeps
-// arriving while it runs, so it stops after a few and hands over to live.
-const maxCatchUpPasses = 4
-
-// resume runs after Subscribed went out. It writes the history [from, live)
-// from the log straight into the event stream, page by page (one page in
-// memory, so a slow client slows the reading). Then the catch-up: the
-// feeder's queue (held since registration) has collected live batches, and
-// under drop_new it may have dropped some; each pass takes what is queued,
-// reads whatever hole precedes a batch from the log, and writes both. After
-// at most maxCatchUpPasses it hands the stream to the connection writer and
-// releases the feeder at the next offset; a gap after that ends the
-// subscription as lagged. History below live is never dropped.
-func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventSink, feeder *actor.PID, queue *actors.Mailbox, offsets bool, from, live uint64, register func(next uint64) error) {
-	next, err := s.replay(sink, ref.Log, offsets, from, live)
-	for pass := 0; err == nil && pass < maxCatchUpPasses; pass++ {
-		took := 0
-		for err == nil {
-			msg, ok := queue.TakeData()
-			if !ok {
-				break
-			}
-			env, isEnv := msg.(*streams.Envelope)
-			if !isEnv {
-				continue
-			}
-			end := env.Base + uint64(env.Len())
-			if end <= next {
-				continue // already written from the log
-			}
-			if env.Base > next { // a hole: the queue dropped these
-				if next, err = s.replay(sink, ref.Log, offsets, next, env.Base); err != nil {
-					break
-				}
-			}
-			shape := streams.ShapePlain
-			if offsets {
-				shape = streams.ShapeOffsets
-			}
-			if _, err = sink.Write(env.Frame(shape)); err == nil {
-				next, took = end, took+1
-			}
-		}
-		// Batches dropped after the last one queued leave a hole no queued
-		// batch reveals: read up to the log's committed end too. Batches
-		// read here and delivered to the queue later are skipped by the
-		// feeder as already seen.
-		if c := ref.Log.Committed(); err == nil && c > next {
-			next, err = s.replay(sink, ref.Log, offsets, next, c)
-			took++
-		}
-		if took == 0 {
-			break
-		}
-	}
-	if err != nil {
-		s.b.log.Debug().Err(err).Uint64("subscription", id).Msg("replay ended; subscription ended")
-		s.abandon(id, sink)
-		return
-	}
-	s.handOver(id, sink, feeder, register, next)
-}
-
-// handOver ends a replay: the stream goes to the connection writer and the
-// feeder is released at next (0 for an in-memory stream), unless the
-// subscription ended meanwhile.
-func (s *session) handOver(id uint64, sink transport.EventSink, feeder *actor.PID, register func(next uint64) error, next uint64) {
-	s.mu.Lock()
-	_, alive := s.subs[id]
-	s.mu.Unlock()
-	if !alive {
-		_ = sink.Close() // unsubscribed during the replay
-		return
-	}
-	if err := register(next); err != nil {
-		s.abandon(id, sink)
-		return
-	}
-	s.b.system.Root.Send(feeder, &subscribers.StartFrom{Offset: next})
-}
-
-// replay writes the log's records [from, to) into sink, one page at a time,
-// and returns the offset after the last one written.
-func (s *session) replay(sink transport.EventSink, log streams.Log, offsets bool, from, to uint64) (uint64, error) {
-	for from < to {
-		page, err := log.Read(from, int(min(to-from, replayPageRecords)), 1<<20)
-		if err == nil && len(page.Records) == 0 {
-			err = fmt.Errorf("no records at %d below %d", from, to)
-		}
-		if err != nil {
-			return from, err
-		}
-		payloads := make([][]byte, len(page.Records))
-		for i, r := range page.Records {
-			payloads[i] = r.Value
-		}
-		var frame []byte
-		if offsets {
-			frame = wire.AppendEventBatchOffsets(nil, page.Records[0].Offset, payloads)
-		} else {
-			frame = wire.AppendEventBatch(nil, payloads)
-		}
-		if _, err := sink.Write(frame); err != nil {
-			return from, err
-		}
-		from = page.Next
-	}
-	return from, nil
-}
-
-// abandon ends a subscription whose replay failed.
-func (s *session) abandon(id uint64, sink transport.EventSink) {
-	if a, ok := sink.(lanes.Aborter); ok {
-		a.Abort()
-	} else {
-		_ = sink.Close()
-	}
-	if sub := s.take(id); sub != nil {
-		s.end(sub, endStreamFailed)
-	}
-}
-
-// writerLagged is the connection writer reporting that it ended a durable
-// subscription as lagged (a lane dropped one of its batches, or its feeder
-// found a gap). Drop what is left of it; nothing waits.
-func (s *session) writerLagged(id uint64) {
-	sub := s.take(id)
-	if sub == nil {
-		return
-	}
-	s.b.metrics.Subscriptions.Dec()
-	root := s.b.system.Root
-	root.Send(sub.shard.PID, &streams.RemoveSubscriber{ID: id})
-	root.Stop(sub.feeder)
-}
-
-// lagged is a durable subscription's feeder reporting its first gap: the
-// subscription ends with SubscriptionLagged and the offset to resume from.
-func (s *session) lagged(id uint64, resumeFrom uint64) {
-	s.mu.Lock()
-	sub, ok := s.subs[id]
-	s.mu.Unlock()
-	if !ok {
-		return
-	}
-	// The writer queues the lag frame and reports back (writerLagged),
-	// which removes the subscription; the feeder stops itself.
-	s.b.system.Root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: id, Lagged: true, ResumeFrom: resumeFrom})
-}
-
-// replayRing writes an in-memory subscription's backlog (the ring's
-// batches, each one's shared frame) into its event stream, then hands the
-// stream to the writer and releases the feeder, whose queue has collected
-// what was published meanwhile. The ring and the queue meet exactly: the
-// shard took the backlog and registered the feeder in one Receive.
-func (s *session) replayRing(id uint64, sink transport.EventSink, feeder *actor.PID, backlog []*streams.Envelope, register func(next uint64) error) {
-	for _, env := range backlog {
-		if _, err := sink.Write(env.Frame(streams.ShapePlain)); err != nil {
-			s.abandon(id, sink)
-			return
-		}
-	}
-	s.handOver(id, sink, feeder, register, 0)
+	sub.egress.Close()
 }

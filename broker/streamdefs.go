@@ -1,9 +1,10 @@
 package broker
 
 import (
-	"time"
+	"context"
 
 	"github.com/getfelix/felix-go/metadata"
+	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -34,80 +35,77 @@ func fromMeta(m metadata.StreamDef) (streams.Def, error) {
 	}, nil
 }
 
-// streamInfo is a definition on the wire.
-func streamInfo(requestID uint64, d streams.Def) *wire.StreamInfo {
-	return &wire.StreamInfo{
-		RequestID: requestID,
-		Tenant:    d.Scope.Tenant, Namespace: d.Scope.Namespace, Stream: d.Scope.Stream,
-		Shards: d.Shards, Durable: d.Durable, Routing: d.Routing.String(),
-		RetentionBytes: d.RetentionBytes, RetentionAgeMS: d.RetentionAge.Milliseconds(),
-		Implicit: d.Implicit, CreatedAtMS: d.CreatedAt.UnixMilli(),
+// streamInfo describes a definition to the service's callers.
+func streamInfo(d streams.Def) *service.StreamInfo {
+	return &service.StreamInfo{
+		StreamSpec: service.StreamSpec{
+			Scope: d.Scope, Shards: d.Shards, Durable: d.Durable, Routing: d.Routing.String(),
+			RetentionBytes: d.RetentionBytes, RetentionAge: d.RetentionAge,
+		},
+		Implicit: d.Implicit, CreatedAt: d.CreatedAt,
 	}
 }
 
-// CreateStream implements transport.Session.
-func (s *session) CreateStream(req *wire.StreamCreate) (*wire.StreamInfo, error) {
-	routing, err := streams.ParseRouting(req.Routing)
+// registryRequest asks the registry and returns its definition answer.
+func (c *conn) registryRequest(ctx context.Context, msg any) (streams.Def, error) {
+	res, err := streams.Request[*streams.StreamResult](c.b.system.Root, c.b.registry, msg, c.b.wait(ctx))
+	if err != nil {
+		return streams.Def{}, err
+	}
+	return res.Def, res.Err
+}
+
+// CreateStream implements service.Session.
+func (c *conn) CreateStream(ctx context.Context, spec *service.StreamSpec) (*service.StreamInfo, error) {
+	routing, err := streams.ParseRouting(spec.Routing)
 	if err != nil {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "%v", err)
 	}
-	if req.RetentionBytes < 0 || req.RetentionAgeMS < 0 {
+	if spec.RetentionBytes < 0 || spec.RetentionAge < 0 {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "retention cannot be negative")
 	}
 	def := streams.Def{
-		Scope:  wire.Scope{Tenant: req.Tenant, Namespace: req.Namespace, Stream: req.Stream},
-		Shards: req.Shards, Routing: routing, Durable: req.Durable,
-		RetentionBytes: req.RetentionBytes, RetentionAge: time.Duration(req.RetentionAgeMS) * time.Millisecond,
+		Scope: spec.Scope, Shards: spec.Shards, Routing: routing, Durable: spec.Durable,
+		RetentionBytes: spec.RetentionBytes, RetentionAge: spec.RetentionAge,
 	}
-	res, err := streams.Request[*streams.StreamResult](s.b.system.Root, s.b.registry, &streams.CreateStream{Def: def}, requestTimeout)
+	d, err := c.registryRequest(ctx, &streams.CreateStream{Def: def})
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	s.forgetStream(def.Scope)
-	return streamInfo(req.RequestID, res.Def), nil
+	c.forgetStream(def.Scope)
+	return streamInfo(d), nil
 }
 
-// GetStream implements transport.Session.
-func (s *session) GetStream(req *wire.StreamGet) (*wire.StreamInfo, error) {
-	scope := wire.Scope{Tenant: req.Tenant, Namespace: req.Namespace, Stream: req.Stream}
-	res, err := streams.Request[*streams.StreamResult](s.b.system.Root, s.b.registry, &streams.GetStream{Scope: scope}, requestTimeout)
+// Stream implements service.Session.
+func (c *conn) Stream(ctx context.Context, scope wire.Scope) (*service.StreamInfo, error) {
+	d, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	return streamInfo(req.RequestID, res.Def), nil
+	return streamInfo(d), nil
 }
 
-// ListStreams implements transport.Session.
-func (s *session) ListStreams(req *wire.StreamList) (*wire.StreamInfos, error) {
-	if err := wire.ValidateName("tenant", req.Tenant); err != nil {
+// Streams implements service.Session.
+func (c *conn) Streams(ctx context.Context, tenant, namespace string) ([]service.StreamInfo, error) {
+	if err := wire.ValidateName("tenant", tenant); err != nil {
 		return nil, err
 	}
-	res, err := streams.Request[*streams.StreamListResult](s.b.system.Root, s.b.registry, &streams.ListStreams{Tenant: req.Tenant, Namespace: req.Namespace}, requestTimeout)
+	res, err := streams.Request[*streams.StreamListResult](c.b.system.Root, c.b.registry, &streams.ListStreams{Tenant: tenant, Namespace: namespace}, c.b.wait(ctx))
 	if err != nil {
 		return nil, err
 	}
-	out := &wire.StreamInfos{RequestID: req.RequestID, Streams: []wire.StreamInfo{}}
+	out := make([]service.StreamInfo, 0, len(res.Defs))
 	for _, d := range res.Defs {
-		out.Streams = append(out.Streams, *streamInfo(0, d))
+		out = append(out, *streamInfo(d))
 	}
 	return out, nil
 }
 
-// DeleteStream implements transport.Session.
-func (s *session) DeleteStream(req *wire.StreamDelete) error {
-	scope := wire.Scope{Tenant: req.Tenant, Namespace: req.Namespace, Stream: req.Stream}
-	res, err := streams.Request[*streams.StreamResult](s.b.system.Root, s.b.registry, &streams.DeleteStream{Scope: scope}, requestTimeout)
-	if err != nil {
-		return err
-	}
-	s.forgetStream(scope)
-	return res.Err
+// DeleteStream implements service.Session.
+func (c *conn) DeleteStream(ctx context.Context, scope wire.Scope) error {
+	_, err := c.registryRequest(ctx, &streams.DeleteStream{Scope: scope})
+	c.forgetStream(scope)
+	return err
 }
 
 // Range-read bounds: at most this many records and about this many bytes
@@ -117,27 +115,23 @@ const (
 	maxReadBytes   = 4 << 20
 )
 
-// ReadStream implements transport.Session: one page of committed records of
-// a durable shard. It reads the shard's log directly, from this connection's
+// Read implements service.Session: one page of committed records of a
+// durable shard. It reads the shard's log directly, from the caller's
 // goroutine: a read never waits and registers nothing with the shard.
-func (s *session) ReadStream(req *wire.StreamRead) (*wire.StreamRecords, error) {
-	scope := wire.Scope{Tenant: req.Tenant, Namespace: req.Namespace, Stream: req.Stream}
+func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, error) {
+	scope := req.Scope
 	if err := scope.Validate(); err != nil {
 		return nil, err
 	}
 	// A read never creates a stream: an unknown one is not_found.
-	res, err := streams.Request[*streams.StreamResult](s.b.system.Root, s.b.registry, &streams.GetStream{Scope: scope}, requestTimeout)
+	def, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
 	if err != nil {
 		return nil, err
 	}
-	if res.Err != nil {
-		return nil, res.Err
-	}
-	def := res.Def
 	if !def.Durable {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory; range reads need a durable stream (felix stream create --durable)", scope)
 	}
-	ref, err := s.shard(scope, req.Shard)
+	ref, err := c.shard(ctx, scope, req.Shard)
 	if err != nil {
 		return nil, err
 	}
@@ -153,25 +147,26 @@ func (s *session) ReadStream(req *wire.StreamRead) (*wire.StreamRecords, error) 
 	if req.End != nil && *req.End < end {
 		end = *req.End
 	}
-	out := &wire.StreamRecords{RequestID: req.RequestID, NextOffset: req.From, Committed: committed, Records: []wire.StreamRecord{}}
+	out := &service.Records{Next: req.From, Committed: committed}
 	if req.From >= end {
 		return out, nil
 	}
 	maxRecords := int(min(uint64(maxReadRecords), end-req.From))
 	if req.MaxRecords > 0 {
-		maxRecords = min(maxRecords, int(req.MaxRecords))
+		maxRecords = min(maxRecords, req.MaxRecords)
 	}
 	maxBytes := maxReadBytes
 	if req.MaxBytes > 0 {
-		maxBytes = min(maxBytes, int(req.MaxBytes))
+		maxBytes = min(maxBytes, req.MaxBytes)
 	}
 	page, err := log.Read(req.From, maxRecords, maxBytes)
 	if err != nil {
 		return nil, wire.NewError(wire.CodeStorage, "read %s shard %d at %d: %v", scope, req.Shard, req.From, err)
 	}
-	for _, r := range page.Records {
-		out.Records = append(out.Records, wire.StreamRecord{Offset: r.Offset, TimeMS: r.Time.UnixMilli(), Payload: r.Value})
+	out.Records = make([]service.Record, len(page.Records))
+	for i, r := range page.Records {
+		out.Records[i] = service.Record{Offset: r.Offset, Time: r.Time, Value: r.Value}
 	}
-	out.NextOffset = page.Next
+	out.Next = page.Next
 	return out, nil
 }

@@ -16,6 +16,9 @@ type ConnBudget struct {
 // NewConnBudget returns a budget of limit bytes (<= 0 means no bound).
 func NewConnBudget(limit int64) *ConnBudget { return &ConnBudget{limit: limit} }
 
+// Subscriptions is how many subscriptions share the budget now.
+func (b *ConnBudget) Subscriptions() int64 { return b.subs.Load() }
+
 // Share is the bytes one subscription may have in flight now.
 func (b *ConnBudget) Share() int64 {
 	if b.limit <= 0 {

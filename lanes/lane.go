@@ -23,6 +23,9 @@ type Deliver struct {
 	Records        int
 	Egress         *Egress
 	Writer         *WriterRef
+	// Session owns the subscription: a durable one whose batch a lane
+	// drops is reported to it (Lagged).
+	Session *actor.PID
 	// Held is payload bytes of the broker-wide subscriber budget still
 	// covering this batch (subscriber_queue_max_bytes_total); Budget is nil
 	// when the total is off.

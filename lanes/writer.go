@@ -53,6 +53,30 @@ type Unregister struct {
 	ResumeFrom uint64
 }
 
+// Facts the writer reports to the subscription's session, which owns the
+// subscription and ends it.
+
+// StreamFailed says a subscription's stream failed (the client reset it or
+// the connection died); the writer has already let go of it.
+type StreamFailed struct {
+	SubscriptionID uint64
+	Err            error
+}
+
+// LagQueued says the writer queued a lagged subscription's
+// SubscriptionLagged frame after everything it had; the stream finishes
+// once that is written.
+type LagQueued struct{ SubscriptionID uint64 }
+
+// Lagged says a durable subscription fell behind: a lane dropped one of its
+// batches, or its feeder found a gap. The session asks the writer to end it
+// (Unregister with Lagged). ResumeFrom is the offset to resume from when the
+// writer knows nothing better.
+type Lagged struct {
+	SubscriptionID uint64
+	ResumeFrom     uint64
+}
+
 // writeDone is a subscription's write goroutine reporting one finished write.
 type writeDone struct {
 	actors.ControlMessage
@@ -68,16 +92,9 @@ type WriterConfig struct {
 	Log zerolog.Logger
 	// Root sends writeDone from the write goroutines to the actor.
 	Root *actor.RootContext
-	// OnStreamError is told when a subscription's stream fails (the client
-	// reset it or the connection died); it must not block.
-	OnStreamError func(subscriptionID uint64, err error)
-	// OnLagged is told when a durable subscription ended lagged here (its
-	// lag frame is queued); the session drops the subscription. It must not
-	// block.
-	OnLagged func(subscriptionID uint64)
-	// OnStopped is told when the writer stops, after it reset every stream
-	// it still owned; it must not block.
-	OnStopped func()
+	// Session is told StreamFailed and LagQueued. It watches the writer, so
+	// it also learns when the writer stops (after it reset every stream).
+	Session *actor.PID
 	// OnWritten counts what reached the network; it must not block.
 	OnWritten func(records int, bytes int64)
 }
@@ -147,7 +164,7 @@ func (w *connWriter) Receive(ctx actor.Context) {
 	case *writeDone:
 		w.handleWriteDone(ctx, msg)
 	case *Unregister:
-		w.handleUnregister(msg)
+		w.handleUnregister(ctx, msg)
 	}
 }
 
@@ -158,9 +175,6 @@ func (w *connWriter) handleStopped() {
 		abort(s.stream)
 		w.finish(s)
 		delete(w.subs, id)
-	}
-	if w.cfg.OnStopped != nil {
-		w.cfg.OnStopped()
 	}
 }
 
@@ -210,7 +224,7 @@ func (w *connWriter) handleWriteDone(ctx actor.Context, msg *writeDone) {
 	s.inHeld = 0
 	if msg.err != nil {
 		s.failed = true
-		w.cfg.OnStreamError(s.id, msg.err)
+		ctx.Send(w.cfg.Session, &StreamFailed{SubscriptionID: s.id, Err: msg.err})
 		w.finish(s)
 		delete(w.subs, s.id)
 		return
@@ -228,7 +242,7 @@ func (w *connWriter) handleWriteDone(ctx actor.Context, msg *writeDone) {
 	}
 }
 
-func (w *connWriter) handleUnregister(msg *Unregister) {
+func (w *connWriter) handleUnregister(ctx actor.Context, msg *Unregister) {
 	s, ok := w.subs[msg.SubscriptionID]
 	if !ok {
 		return
@@ -247,9 +261,7 @@ func (w *connWriter) handleUnregister(msg *Unregister) {
 		if !s.inFlight {
 			w.startWrite(s)
 		}
-		if w.cfg.OnLagged != nil {
-			w.cfg.OnLagged(s.id)
-		}
+		ctx.Send(w.cfg.Session, &LagQueued{SubscriptionID: s.id})
 		return
 	}
 	if msg.Abort {

@@ -36,6 +36,8 @@ type Metrics struct {
 	Connections     *prometheus.CounterVec // event: accepted, refused, auth_timeout, closed
 	ConnectionsOpen prometheus.Gauge
 	Subscriptions   prometheus.Gauge
+	// SubscriptionsLagged counts durable subscriptions ended as lagged.
+	SubscriptionsLagged prometheus.Counter
 
 	ActorRestarts *prometheus.CounterVec // kind, directive
 
@@ -85,6 +87,7 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		Connections:         vec("felix_connections_total", "Connection events: accepted, refused, auth_timeout, closed.", "event"),
 		ConnectionsOpen:     gauge("felix_connections_open", "Connections that completed the QUIC handshake and are open."),
 		Subscriptions:       gauge("felix_subscriptions", "Live subscriptions."),
+		SubscriptionsLagged: counter("felix_subscriptions_lagged_total", "Durable subscriptions ended as lagged (a gap they did not get); clients resume from the offset they were given."),
 		ActorRestarts:       vec("felix_actor_restarts_total", "Supervisor decisions on failed actors, by actor kind and directive.", "kind", "directive"),
 		dir:                 dir,
 	}

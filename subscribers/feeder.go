@@ -1,9 +1,11 @@
 // Package subscribers owns subscription feeders: one actor per subscription
 // whose mailbox is the subscriber queue (subscriber_queue_capacity,
-// subscriber_queue_max_bytes and the stream's overflow policy). A feeder takes
-// the shared frame of each envelope the shard fans out, coalesces frames
-// adaptively, takes egress credit from its connection's budget, and hands the
-// batch to its writer lane.
+// subscriber_queue_max_bytes and the stream's overflow policy). A feeder
+// writes its subscription's history first (an in-memory stream's replay
+// ring, or a durable stream's log, read page by page), then the shared frame
+// of each envelope the shard fans out; it coalesces frames adaptively, takes
+// egress credit from its connection's budget, and hands each batch to its
+// writer lane.
 package subscribers
 
 import (
@@ -18,7 +20,23 @@ import (
 )
 
 // Messages a feeder accepts: *streams.Envelope from its shard (data, bounded
-// by the subscriber queue), and these two control messages to itself.
+// by the subscriber queue), Start from the subscription's session, and these
+// control messages to itself. It reports lanes.Lagged to its session.
+
+// Start begins a subscription once its shard has registered the feeder. Its
+// queue has been collecting every batch from Live on since then; the feeder
+// first writes the history: Backlog (an in-memory stream's replay ring) or,
+// on a durable stream, the records [From, Live) read from Log. Then it
+// catches up: a hole in the queue (batches it dropped meanwhile) is read
+// from the log too, a few times at most, and after that a gap ends the
+// subscription as lagged.
+type Start struct {
+	actors.ControlMessage
+	Backlog []*streams.Envelope
+	Log     streams.Log
+	From    uint64
+	Live    uint64
+}
 
 // flushDue is the coalescing timer firing for the batch of generation gen.
 type flushDue struct {
@@ -26,18 +44,18 @@ type flushDue struct {
 	gen uint64
 }
 
-// StartFrom releases a durable subscription's feeder once its history has
-// been replayed: the feeder expects the next envelope at Offset, and any
-// other offset means a batch was dropped from its queue.
-type StartFrom struct {
-	actors.ControlMessage
-	Offset uint64
-}
-
 // creditReturned says egress bytes came back while the feeder waited for them.
 type creditReturned struct{ actors.ControlMessage }
 
 var creditReturnedMsg = &creditReturned{}
+
+// pageRead carries one page of history read from the log by a reader
+// goroutine; at most one read is in flight, so a slow client slows reading.
+type pageRead struct {
+	actors.ControlMessage
+	page streams.ReadPage
+	err  error
+}
 
 // BatchConfig governs coalescing (EventWriterConfig in the spec).
 type BatchConfig struct {
@@ -54,33 +72,45 @@ type Config struct {
 	Batch          BatchConfig
 	Lane           lanes.LaneRef
 	Writer         *lanes.WriterRef
-	Root           *actor.RootContext
-	Log            zerolog.Logger
-	// OnLaneDrop is told when the lane had stopped and could not take a batch.
-	OnLaneDrop func(records int, bytes int64)
-	// Durable subscriptions start held (their queue fills while history is
-	// replayed) until StartFrom, and end as lagged at the first gap.
+	// Session owns the subscription: it is told lanes.Lagged, and watches
+	// the feeder to learn when it stops.
+	Session *actor.PID
+	Root    *actor.RootContext
+	Log     zerolog.Logger
+	// Durable subscriptions end as lagged at the first gap once caught up.
 	Durable bool
-	// Held starts the feeder held until StartFrom without gap detection:
-	// an in-memory subscription replaying the ring backlog first.
-	Held bool
-	// OnLagged is told the offset to resume from when a durable
-	// subscription found a gap; it must not block.
-	OnLagged func(resumeFrom uint64)
 	// Offsets sends frames with base offsets (a durable stream, and a client
 	// that offered FlagEventBatchOffsets).
 	Offsets bool
 	// Shard is the shard the subscription is registered with: the feeder
 	// watches it and ends the subscription if the shard stops for good.
 	Shard *actor.PID
-	// OnStopped is told when the feeder stops, whatever the reason, so the
-	// session can end the subscription; it must not block.
-	OnStopped func()
 	// Budget is the broker-wide subscriber budget when its mailbox keeps
 	// budget bytes on delivery (MailboxConfig.KeepBudget); the feeder passes
 	// them on with each batch until it is written. Nil when the total is off.
 	Budget *actors.ByteBudget
 }
+
+// phase is where a subscription is in its life.
+type phase uint8
+
+const (
+	waiting    phase = iota // spawned, queue held, until Start
+	replaying               // writing history from the log; queue held
+	catchingUp              // draining what queued meanwhile; holes are read from the log
+	live                    // a gap ends a durable subscription as lagged
+)
+
+// maxCatchUpPasses bounds how often a subscription reads a hole from the
+// log after its history: more keeps arriving while it reads, so after a few
+// passes a gap is reported (lagged) instead of chased.
+const maxCatchUpPasses = 4
+
+// Replay reads: one page in memory at a time.
+const (
+	replayPageRecords = 1024
+	replayPageBytes   = 1 << 20
+)
 
 // feeder is the actor for one subscription. Every field is owned by Receive,
 // except egress, whose atomics it shares with the connection writer.
@@ -89,6 +119,18 @@ type feeder struct {
 	mailbox *actors.Mailbox
 	egress  *lanes.Egress
 	self    *actor.PID
+	holding bool // whether the mailbox is held now
+
+	phase phase
+	// The history being read from the log: [next, to), one read in flight
+	// at most; after is the queued envelope that revealed a hole, handled
+	// once the hole is written.
+	log     streams.Log
+	next    uint64
+	to      uint64
+	reading bool
+	after   *streams.Envelope
+	passes  int
 
 	pending      [][]byte
 	pendingBytes int64
@@ -107,13 +149,14 @@ type feeder struct {
 	// laneGone is set when the lane refused as closed; the feeder then stops.
 	laneGone bool
 	// expect is the next offset a durable subscription must see; lagged is
-	// set at the first gap, and the feeder then stops.
+	// set at the first gap, and the feeder then only waits to be stopped.
 	expect uint64
 	lagged bool
 }
 
 // Props returns the props of a feeder. created receives its mailbox (the
-// subscriber queue); egress is the subscription's share of its connection.
+// subscriber queue), which starts held until Start; egress is the
+// subscription's share of its connection.
 func Props(cfg Config, queue actors.MailboxConfig, created func(*actors.Mailbox)) (*actor.Props, *lanes.Egress) {
 	f := &feeder{cfg: cfg}
 	f.egress = cfg.Writer.Budget.NewEgress(func() {
@@ -123,9 +166,8 @@ func Props(cfg Config, queue actors.MailboxConfig, created func(*actors.Mailbox)
 	})
 	props := actors.Props(func() actor.Actor { return f }, queue, func(m *actors.Mailbox) {
 		f.mailbox = m
-		if cfg.Durable || cfg.Held {
-			m.Hold() // until StartFrom: see Config.Durable and Held
-		}
+		m.Hold() // until Start: the history goes first
+		f.holding = true
 		if created != nil {
 			created(m)
 		}
@@ -149,26 +191,27 @@ func (f *feeder) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		f.handleStopped()
 	case *streams.Envelope:
-		f.handleEnvelope(msg)
-		if f.laneGone {
-			ctx.Stop(ctx.Self()) // see toLane
-		}
-	case *StartFrom:
-		f.expect = msg.Offset
-		f.mailbox.Release()
+		f.handleEnvelope(ctx, msg)
+	case *Start:
+		f.handleStart(ctx, msg)
+	case *pageRead:
+		f.handlePageRead(ctx, msg)
 	case *flushDue:
 		f.handleFlushDue(msg)
 	case *creditReturned:
-		f.handleCreditReturned()
+		f.handleCreditReturned(ctx)
 	default:
 		f.cfg.Log.Debug().Type("message", msg).Msg("feeder ignored message")
+	}
+	if f.laneGone {
+		ctx.Stop(ctx.Self()) // see toLane
 	}
 }
 
 // handleStarted runs at spawn and after every restart. After a restart the
 // pending batch is still here (this same instance is reused) but the timer
-// that would have sent it was stopped: send it now, or it would wait for the
-// next publish.
+// that would have sent it was stopped, and a page read in flight may have
+// been the message that failed: send the batch now and read again.
 func (f *feeder) handleStarted(ctx actor.Context) {
 	f.self = ctx.Self()
 	if f.cfg.Shard != nil {
@@ -177,8 +220,9 @@ func (f *feeder) handleStarted(ctx actor.Context) {
 	if len(f.pending) > 0 && f.out == nil {
 		f.flush()
 	}
-	if f.laneGone {
-		ctx.Stop(ctx.Self())
+	if f.phase == replaying && f.reading {
+		f.reading = false
+		f.continueReplay(ctx)
 	}
 }
 
@@ -204,34 +248,97 @@ func (f *feeder) handleStopped() {
 	if f.out != nil {
 		f.cfg.Budget.Release(f.out.Held) // its egress credit was never taken
 	}
-	f.pending, f.out, f.pendingHeld = nil, nil, 0
-	if f.cfg.OnStopped != nil {
-		f.cfg.OnStopped()
+	if f.after != nil {
+		f.cfg.Budget.Release(f.after.MailboxBytes())
+	}
+	f.pending, f.out, f.after, f.pendingHeld = nil, nil, nil, 0
+}
+
+// handleStart writes the history, then lets the queue flow.
+func (f *feeder) handleStart(ctx actor.Context, msg *Start) {
+	if f.phase != waiting {
+		return
+	}
+	for _, env := range msg.Backlog {
+		f.add(env)
+	}
+	if len(f.pending) > 0 {
+		f.flush()
+	}
+	f.expect = msg.From
+	if msg.Log == nil || msg.From >= msg.Live {
+		f.expect = max(msg.From, msg.Live)
+		f.log = msg.Log
+		f.phase = catchingUp
+		f.caughtUp(ctx)
+		return
+	}
+	f.log, f.next, f.to = msg.Log, msg.From, msg.Live
+	f.phase = replaying
+	f.continueReplay(ctx)
+}
+
+// continueReplay reads the next page of history, or, once the range is
+// written, handles the envelope that revealed it and lets the queue flow.
+func (f *feeder) continueReplay(ctx actor.Context) {
+	if f.reading || f.out != nil {
+		return // a read in flight, or waiting for credit: handleCreditReturned continues
+	}
+	if f.next < f.to {
+		f.reading = true
+		log, from, n, self, root := f.log, f.next, int(min(f.to-f.next, replayPageRecords)), ctx.Self(), f.cfg.Root
+		// Reads never wait for new records, so this goroutine ends with
+		// the read; it sends to a stopped feeder harmlessly.
+		go func() {
+			page, err := log.Read(from, n, replayPageBytes)
+			root.Send(self, &pageRead{page: page, err: err})
+		}()
+		return
+	}
+	f.phase = catchingUp
+	if env := f.after; env != nil {
+		f.after = nil
+		f.handleEnvelope(ctx, env)
+		return
+	}
+	f.caughtUp(ctx)
+}
+
+func (f *feeder) handlePageRead(ctx actor.Context, msg *pageRead) {
+	if f.phase != replaying || !f.reading {
+		return
+	}
+	f.reading = false
+	err := msg.err
+	if err == nil && (len(msg.page.Records) == 0 || msg.page.Records[0].Offset != f.next) {
+		err = errHistoryMissing
+	}
+	if err != nil {
+		f.cfg.Log.Debug().Err(err).Uint64("subscription", f.cfg.SubscriptionID).Uint64("offset", f.next).Msg("history read failed; ending the subscription")
+		ctx.Stop(ctx.Self())
+		return
+	}
+	f.next, f.expect = msg.page.Next, msg.page.Next
+	f.pendingNext = msg.page.Next
+	f.appendFrame(historyFrame(msg.page, f.cfg.Offsets), len(msg.page.Records))
+	f.flush()
+	f.continueReplay(ctx)
+}
+
+// handleEnvelope takes one batch from the queue (or the one that revealed a
+// hole, after the hole was written).
+func (f *feeder) handleEnvelope(ctx actor.Context, env *streams.Envelope) {
+	if !f.cfg.Durable || !env.Durable || f.inOrder(ctx, env) {
+		f.take(env)
+	}
+	if f.phase == catchingUp && f.mailbox.Len() == 0 {
+		f.caughtUp(ctx)
 	}
 }
 
-func (f *feeder) handleEnvelope(env *streams.Envelope) {
-	if f.cfg.Durable && env.Durable && !f.checkGap(env) {
-		return
-	}
-	shape := streams.ShapePlain
-	if f.cfg.Offsets && env.Durable {
-		shape = streams.ShapeOffsets
-	}
-	frame := env.Frame(shape)
-	if len(f.pending) == 0 && f.busy && !f.cfg.Batch.SingleEvent {
-		f.armTimer()
-	}
-	f.pending = append(f.pending, frame)
-	f.pendingBytes += int64(len(frame))
-	f.records += env.Len()
-	if f.cfg.Budget != nil {
-		f.pendingHeld += env.MailboxBytes()
-	}
-	if env.Durable {
-		f.pendingNext = env.Base + uint64(env.Len())
-	}
-
+// take adds env to the pending batch and sends the batch when it is due.
+func (f *feeder) take(env *streams.Envelope) {
+	f.add(env)
 	switch {
 	case f.cfg.Batch.SingleEvent,
 		len(f.pending) >= f.cfg.Batch.MaxEvents,
@@ -245,29 +352,83 @@ func (f *feeder) handleEnvelope(env *streams.Envelope) {
 	}
 }
 
-// checkGap reports whether env continues the subscription without a gap.
-// A durable subscription never skips silently: at the first gap (its queue
-// dropped a batch) it ends as lagged, and the writer tells the client the
-// offset to resume from (right after what it really wrote). A batch below
-// the expected offset was already written by the replay and is skipped.
-func (f *feeder) checkGap(env *streams.Envelope) bool {
-	if f.lagged {
+// add appends an envelope's shared frame to the pending batch.
+func (f *feeder) add(env *streams.Envelope) {
+	shape := streams.ShapePlain
+	if f.cfg.Offsets && env.Durable {
+		shape = streams.ShapeOffsets
+	}
+	if len(f.pending) == 0 && f.busy && !f.cfg.Batch.SingleEvent {
+		f.armTimer()
+	}
+	if f.cfg.Budget != nil {
+		f.pendingHeld += env.MailboxBytes()
+	}
+	if env.Durable {
+		f.pendingNext = env.Base + uint64(env.Len())
+	}
+	f.appendFrame(env.Frame(shape), env.Len())
+}
+
+func (f *feeder) appendFrame(frame []byte, records int) {
+	f.pending = append(f.pending, frame)
+	f.pendingBytes += int64(len(frame))
+	f.records += records
+}
+
+// inOrder reports whether env continues the subscription without a gap. A
+// batch already written (from the log) is skipped. While catching up, a
+// hole before env is read from the log first (env waits, and so does the
+// queue); once live, a durable subscription never skips silently: at the
+// first gap it ends as lagged, and the writer tells the client the offset
+// to resume from (right after what it really wrote).
+func (f *feeder) inOrder(ctx actor.Context, env *streams.Envelope) bool {
+	end := env.Base + uint64(env.Len())
+	switch {
+	case f.lagged:
 		return false // ended; the session stops this feeder
-	}
-	if env.Base+uint64(env.Len()) <= f.expect {
-		return false // already written by the replay's catch-up
-	}
-	if env.Base != f.expect {
-		// What is pending is not sent: the writer names the resume offset
-		// from what it really queued, and the client reads the rest again.
-		f.lagged = true
-		if f.cfg.OnLagged != nil {
-			f.cfg.OnLagged(f.expect)
-		}
+	case end <= f.expect:
+		return false // already written from the log
+	case env.Base == f.expect:
+		f.expect = end
+		return true
+	case f.phase == catchingUp && env.Base > f.expect && f.passes < maxCatchUpPasses && f.log != nil:
+		f.passes++
+		f.after, f.next, f.to = env, f.expect, env.Base
+		f.phase = replaying
+		f.hold(true)
+		f.continueReplay(ctx)
 		return false
 	}
-	f.expect = env.Base + uint64(env.Len())
-	return true
+	f.lag(ctx)
+	return false
+}
+
+// caughtUp runs when the queue is empty while catching up. Batches the
+// queue dropped after its last one leave a hole no queued batch reveals:
+// read up to the log's committed end, then the subscription is live.
+func (f *feeder) caughtUp(ctx actor.Context) {
+	if f.log != nil && f.passes < maxCatchUpPasses {
+		if c := f.log.Committed(); c > f.expect {
+			f.passes++
+			f.next, f.to = f.expect, c
+			f.phase = replaying
+			f.hold(true)
+			f.continueReplay(ctx)
+			return
+		}
+	}
+	f.phase = live
+	f.hold(f.out != nil)
+}
+
+// lag ends a durable subscription at its first gap. What is pending is not
+// sent: the writer names the resume offset from what it really queued.
+func (f *feeder) lag(ctx actor.Context) {
+	f.lagged = true
+	f.cfg.Budget.Release(f.pendingHeld)
+	f.pending, f.pendingBytes, f.records, f.pendingHeld = nil, 0, 0, 0
+	ctx.Send(f.cfg.Session, &lanes.Lagged{SubscriptionID: f.cfg.SubscriptionID, ResumeFrom: f.expect})
 }
 
 func (f *feeder) handleFlushDue(msg *flushDue) {
@@ -280,7 +441,7 @@ func (f *feeder) handleFlushDue(msg *flushDue) {
 	}
 }
 
-func (f *feeder) handleCreditReturned() {
+func (f *feeder) handleCreditReturned(ctx actor.Context) {
 	if f.out == nil {
 		return
 	}
@@ -290,12 +451,35 @@ func (f *feeder) handleCreditReturned() {
 	d := f.out
 	f.out = nil
 	f.toLane(d)
-	f.mailbox.Release()
+	switch f.phase {
+	case replaying:
+		f.continueReplay(ctx)
+	case catchingUp, live:
+		f.hold(false)
+	}
+}
+
+// hold holds or releases the queue: it is held before Start, while history
+// is written, and while a batch waits for egress credit.
+func (f *feeder) hold(on bool) {
+	on = on || f.phase == waiting || f.phase == replaying || f.out != nil
+	if on == f.holding {
+		return
+	}
+	f.holding = on
+	if on {
+		f.mailbox.Hold()
+	} else {
+		f.mailbox.Release()
+	}
 }
 
 // flush sends the pending batch toward the network.
 func (f *feeder) flush() {
 	f.stopTimer()
+	if len(f.pending) == 0 {
+		return
+	}
 	d := &lanes.Deliver{
 		SubscriptionID: f.cfg.SubscriptionID,
 		Frames:         f.pending,
@@ -303,6 +487,7 @@ func (f *feeder) flush() {
 		Records:        f.records,
 		Egress:         f.egress,
 		Writer:         f.cfg.Writer,
+		Session:        f.cfg.Session,
 		Held:           f.pendingHeld,
 		Budget:         f.cfg.Budget,
 		Next:           f.pendingNext,
@@ -313,7 +498,7 @@ func (f *feeder) flush() {
 	f.pending, f.pendingBytes, f.records, f.pendingHeld = nil, 0, 0, 0
 	if !f.egress.TryTake(d.Bytes) {
 		f.out = d
-		f.mailbox.Hold()
+		f.hold(true)
 		return
 	}
 	f.toLane(d)
@@ -324,12 +509,9 @@ func (f *feeder) toLane(d *lanes.Deliver) {
 	// credit); under block this parks until the lane has room, which is the
 	// documented cost of block: the connection's subscriptions wait together.
 	// A refusal by a full lane is counted and its credit returned by the
-	// lane's drop hook; a stopped lane calls no hook, so do both here.
+	// lane's drop hook; a stopped lane calls no hook, so return it here.
 	if f.cfg.Lane.Mailbox.TryPost(d, -1) == actors.Closed {
 		d.GiveBack()
-		if f.cfg.OnLaneDrop != nil {
-			f.cfg.OnLaneDrop(d.Records, d.Bytes)
-		}
 		// The lane was stopped for good: this subscription has no path to
 		// the network any more. The feeder stops (ending the subscription
 		// with an error to the client) instead of dropping forever.

@@ -20,8 +20,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type rig struct {
 	system *actor.ActorSystem
 	queue  *actors.Mailbox
+	feeder *actor.PID
 	got    chan *lanes.Deliver
 }
+
+// start lets the feeder's queue flow, as the session does once the shard
+// registered it: an in-memory subscription with no history.
+func (r *rig) start() { r.system.Root.Send(r.feeder, &Start{}) }
 
 func newRig(t *testing.T, batch BatchConfig, egressLimit int64) *rig {
 	t.Helper()
@@ -41,6 +46,7 @@ func newRig(t *testing.T, batch BatchConfig, egressLimit int64) *rig {
 		actors.MailboxConfig{Capacity: 512, Policy: actors.DropNew},
 		func(m *actors.Mailbox) { r.queue = m; m.Hold() })
 	pid := r.system.Root.Spawn(props)
+	r.feeder = pid
 	t.Cleanup(func() { _ = r.system.Root.StopFuture(pid).Wait(); _ = r.system.Root.StopFuture(lane.PID).Wait() })
 	return r
 }
@@ -70,7 +76,7 @@ var defaultBatch = BatchConfig{MaxEvents: 64, MaxBytes: 64 << 10, MaxDelay: 250 
 
 func TestFeederLoneEventGoesAlone(t *testing.T) {
 	r := newRig(t, defaultBatch, 1<<30)
-	r.queue.Release()
+	r.start()
 	r.post(t, 1)
 	if d := r.next(t); len(d.Frames) != 1 || d.Records != 1 {
 		t.Fatalf("lone event: got %d frames, %d records; want 1 and 1", len(d.Frames), d.Records)
@@ -80,7 +86,7 @@ func TestFeederLoneEventGoesAlone(t *testing.T) {
 func TestFeederCoalescesWhatIsQueued(t *testing.T) {
 	r := newRig(t, defaultBatch, 1<<30)
 	r.post(t, 10) // queued while held: the feeder finds them all at once
-	r.queue.Release()
+	r.start()
 	if d := r.next(t); len(d.Frames) != 10 {
 		t.Fatalf("10 queued envelopes went as %d frames in the first batch, want 10", len(d.Frames))
 	}
@@ -100,7 +106,7 @@ func TestFeederBatchBoundedByMaxEvents(t *testing.T) {
 	batch.MaxDelay = 500 * time.Millisecond
 	r := newRig(t, batch, 1<<30)
 	r.post(t, 100)
-	r.queue.Release()
+	r.start()
 	first, second := r.next(t), r.next(t)
 	if len(first.Frames) != 64 || len(second.Frames) != 36 {
 		t.Fatalf("100 queued envelopes went as %d + %d frames, want 64 + 36", len(first.Frames), len(second.Frames))
@@ -110,7 +116,7 @@ func TestFeederBatchBoundedByMaxEvents(t *testing.T) {
 func TestFeederSingleEventMode(t *testing.T) {
 	r := newRig(t, BatchConfig{MaxEvents: 64, MaxBytes: 64 << 10, SingleEvent: true}, 1<<30)
 	r.post(t, 5)
-	r.queue.Release()
+	r.start()
 	for i := range 5 {
 		if d := r.next(t); len(d.Frames) != 1 {
 			t.Fatalf("single-event mode delivery %d: %d frames, want 1", i, len(d.Frames))
@@ -125,7 +131,7 @@ func TestFeederWaitsForEgressCredit(t *testing.T) {
 	batch := BatchConfig{MaxEvents: 1, MaxBytes: 64 << 10}
 	r := newRig(t, batch, 1) // a 1-byte share: one frame in flight at a time
 	r.post(t, 3)
-	r.queue.Release()
+	r.start()
 	d1 := <-r.got // not returned yet: the egress share stays full
 	select {
 	case d := <-r.got:

@@ -11,6 +11,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/rs/zerolog"
 
+	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -30,7 +31,10 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		log.Debug().Err(err).Msg("handshake failed")
 		return
 	}
-	session, err := s.backend.Open(info)
+	session, err := s.backend.Open(conn.Context(), service.Client{
+		ID: info.ID, Remote: info.Remote, Tenant: info.Tenant,
+		Offsets: info.Flags&wire.FlagEventBatchOffsets != 0,
+	})
 	if err != nil {
 		writeError(ctrl, 0, wire.AsError(err))
 		_ = conn.CloseWithError(CloseShutdown, "broker cannot serve this connection")
@@ -62,7 +66,6 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		go func() { defer wg.Done(); h.serveStream(st, wire.NewFrameReader(st, s.cfg.MaxFrameBytes)) }()
 	}
 	wg.Wait()
-	h.wg.Wait() // replays end once their stream writes fail with the connection
 	session.Close()
 	log.Debug().Msg("connection closed")
 }
@@ -172,11 +175,9 @@ func writeError(w io.Writer, requestID uint64, e *wire.Error) {
 type connHandler struct {
 	srv     *Server
 	conn    *quic.Conn
-	session Session
+	session service.Session
 	log     zerolog.Logger
 	info    ConnInfo
-	// wg counts subscription replays, which must end before the session closes.
-	wg sync.WaitGroup
 }
 
 // serveStream reads requests from one bidirectional stream until it ends.
@@ -228,45 +229,53 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%v", err))
 		return
 	}
+	ctx := h.conn.Context()
 	switch m := msg.(type) {
 	case *wire.Subscribe:
-		res, then, err := h.session.Subscribe(m, h.openEventStream)
-		var cursor *wire.CursorError
-		switch {
-		case errors.As(err, &cursor):
-			r.reply(&wire.SubscribeCursorError{RequestID: m.RequestID, Reason: cursor.Reason, Requested: cursor.Requested, Available: cursor.Available})
-			return
-		case err != nil:
-			r.fail(m.RequestID, wire.AsError(err))
-			return
-		}
-		r.reply(res)
-		if then != nil {
-			h.wg.Add(1)
-			go func() { defer h.wg.Done(); then() }()
-		}
+		h.handleSubscribe(ctx, r, m)
 	case *wire.Unsubscribe:
-		if err := h.session.Unsubscribe(m.SubscriptionID); err != nil {
-			r.fail(m.RequestID, wire.AsError(err))
-			return
-		}
-		r.reply(&wire.OK{RequestID: m.RequestID})
+		answer(r, m.RequestID, func() (wire.Message, error) {
+			return &wire.OK{RequestID: m.RequestID}, h.session.Unsubscribe(ctx, m.SubscriptionID)
+		})
 	case *wire.StreamCreate:
-		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.CreateStream(m) })
+		answer(r, m.RequestID, func() (wire.Message, error) { return createStream(ctx, h.session, m) })
 	case *wire.StreamGet:
-		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.GetStream(m) })
+		answer(r, m.RequestID, func() (wire.Message, error) { return getStream(ctx, h.session, m) })
 	case *wire.StreamList:
-		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.ListStreams(m) })
+		answer(r, m.RequestID, func() (wire.Message, error) { return listStreams(ctx, h.session, m) })
 	case *wire.StreamRead:
-		answer(r, m.RequestID, func() (wire.Message, error) { return h.session.ReadStream(m) })
+		answer(r, m.RequestID, func() (wire.Message, error) { return readStream(ctx, h.session, m) })
 	case *wire.StreamDelete:
 		answer(r, m.RequestID, func() (wire.Message, error) {
-			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(m)
+			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))
 		})
 	case *wire.Auth:
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "already authenticated"))
 	default:
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
+	}
+}
+
+// handleSubscribe answers a subscribe with Subscribed, a cursor error or an
+// error; the session writes any history after the answer is queued.
+func (h *connHandler) handleSubscribe(ctx context.Context, r *responder, m *wire.Subscribe) {
+	req, err := subscribeRequest(m)
+	if err != nil {
+		r.fail(m.RequestID, wire.AsError(err))
+		return
+	}
+	res, err := h.session.Subscribe(ctx, req, h.openEventStream)
+	var cursor *wire.CursorError
+	switch {
+	case errors.As(err, &cursor):
+		r.reply(&wire.SubscribeCursorError{RequestID: m.RequestID, Reason: cursor.Reason, Requested: cursor.Requested, Available: cursor.Available})
+	case err != nil:
+		r.fail(m.RequestID, wire.AsError(err))
+	default:
+		r.reply(&wire.Subscribed{
+			RequestID: m.RequestID, SubscriptionID: res.ID, QueueCapacity: res.QueueCapacity,
+			StartOffset: res.StartOffset, LiveOffset: res.LiveOffset, Durable: res.Durable,
+		})
 	}
 }
 
@@ -294,7 +303,7 @@ func (h *connHandler) handlePublish(r *responder, flags uint16, payload []byte) 
 			r.fail(0, wire.AsError(err))
 			return true
 		}
-		if err := h.session.Publish(&p, nil); err != nil {
+		if err := h.session.Publish(h.conn.Context(), &service.Publish{Scope: p.Scope, Key: p.Key, Payloads: p.Payloads}, nil); err != nil {
 			r.fail(0, wire.AsError(err))
 		}
 		return true
@@ -304,12 +313,9 @@ func (h *connHandler) handlePublish(r *responder, flags uint16, payload []byte) 
 		pd.complete(err)
 		return true
 	}
-	done := pd.resolve
-	if h.info.Flags&wire.FlagPublishAckOffset == 0 {
-		// The client did not offer offsets in acks: do not send them.
-		done = func(_ uint64, _ bool, err error) { pd.complete(err) }
-	}
-	if err := h.session.Publish(&p, done); err != nil {
+	withOffset := h.info.Flags&wire.FlagPublishAckOffset != 0 // else the client did not offer offsets in acks
+	done := func(res service.PublishResult) { pd.resolve(res.Offset, res.Durable && withOffset, res.Err) }
+	if err := h.session.Publish(h.conn.Context(), &service.Publish{Scope: p.Scope, Key: p.Key, Payloads: p.Payloads}, done); err != nil {
 		pd.complete(err)
 	}
 	return true
@@ -317,7 +323,7 @@ func (h *connHandler) handlePublish(r *responder, flags uint16, payload []byte) 
 
 // openEventStream opens a subscription's event stream and writes its
 // EventStreamHello, the only frame that names the subscription.
-func (h *connHandler) openEventStream(id uint64) (EventSink, error) {
+func (h *connHandler) openEventStream(id uint64) (service.Sink, error) {
 	ctx, cancel := context.WithTimeout(h.conn.Context(), openStreamTimeout)
 	defer cancel()
 	us, err := h.conn.OpenUniStreamSync(ctx)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/rs/zerolog"
+
+	"github.com/getfelix/felix-go/service"
 )
 
 // Connection close codes sent to clients.
@@ -68,7 +70,7 @@ func QUICConfig() *quic.Config {
 // Server accepts QUIC connections and serves them.
 type Server struct {
 	cfg     Config
-	backend Backend
+	backend service.Service
 	ln      *quic.Listener
 
 	nextConn atomic.Uint64
@@ -81,7 +83,7 @@ type Server struct {
 }
 
 // Listen binds addr and starts accepting. The returned server is serving.
-func Listen(addr string, tlsConf *tls.Config, cfg Config, backend Backend) (*Server, error) {
+func Listen(addr string, tlsConf *tls.Config, cfg Config, backend service.Service) (*Server, error) {
 	ln, err := quic.ListenAddr(addr, tlsConf, QUICConfig())
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen %s: %w", addr, err)

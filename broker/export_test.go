@@ -1,0 +1,25 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/lanes"
+)
+
+// EgressShares sums, over every live connection, how many subscriptions
+// its egress budget is divided among. Each session answers in turn, so
+// everything it was told before the call is counted.
+func (b *Broker) EgressShares() int64 {
+	var n int64
+	for _, e := range b.dir.List() {
+		if e.Kind != actors.KindSession {
+			continue
+		}
+		res, err := b.system.Root.RequestFuture(e.PID, &getWriter{}, time.Second).Result()
+		if w, ok := res.(*lanes.WriterRef); ok && err == nil {
+			n += w.Budget.Subscriptions()
+		}
+	}
+	return n
+}

@@ -1,0 +1,225 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/streams"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// The broker implements service.Service: every front end (felix/1 over QUIC
+// today) reaches the actors through these methods, on its own goroutines.
+// conn is one client's service.Session: it resolves streams and shards,
+// admits publishes, reads, and runs the subscribe handshake; the session
+// actor it fronts owns the client's subscriptions.
+
+var _ service.Service = (*Broker)(nil)
+
+type shardKey struct {
+	scope wire.Scope
+	shard uint32
+}
+
+// conn serves one client. Its methods run on the client's goroutines; mu
+// guards the lookup caches grouped under it (what the registry said, kept
+// to spare a round trip per publish).
+type conn struct {
+	b       *Broker
+	client  service.Client
+	session *actor.PID
+
+	mu struct {
+		sync.Mutex
+		defs   map[wire.Scope]streams.Def
+		shards map[shardKey]*streams.ShardRef
+	}
+}
+
+// Open implements service.Service: it spawns the client's session actor,
+// which spawns the connection's writer.
+func (b *Broker) Open(ctx context.Context, client service.Client) (service.Session, error) {
+	c := &conn{b: b, client: client}
+	c.mu.defs = make(map[wire.Scope]streams.Def)
+	c.mu.shards = make(map[shardKey]*streams.ShardRef)
+	var mb *actors.Mailbox
+	props := actors.Props(func() actor.Actor { return newSession(b, client) },
+		actors.MailboxConfig{Capacity: sessionMailboxDepth, Policy: actors.Block},
+		func(m *actors.Mailbox) { mb = m })
+	pid, err := actors.Spawn(b.system.Root, b.sessions, fmt.Sprintf("conn-%d", client.ID), props, b.wait(ctx))
+	if err != nil {
+		return nil, wire.NewError(wire.CodeInternal, "start session: %v", err)
+	}
+	b.dir.Add(pid, actors.KindSession, mb, map[string]string{"conn": fmt.Sprint(client.ID), "remote": client.Remote.String(), "tenant": client.Tenant})
+	c.session = pid
+	return c, nil
+}
+
+// sessionMailboxDepth bounds a session's mailbox. Everything it receives is
+// control traffic of one connection (subscribes, ends, lag), which bypasses
+// the count bound anyway; Block parks a sender rather than lose an end.
+const sessionMailboxDepth = 1024
+
+// wait is how long a request to an actor may take: requestTimeout, or less
+// when ctx ends sooner.
+func (b *Broker) wait(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Millisecond, min(requestTimeout, time.Until(dl)))
+	}
+	return requestTimeout
+}
+
+// ask sends a request to an actor and waits for its answer of type T; an
+// answer that is an error is returned as one.
+func ask[T any](ctx context.Context, c *conn, pid *actor.PID, msg any) (T, error) {
+	var zero T
+	res, err := c.b.system.Root.RequestFuture(pid, msg, c.b.wait(ctx)).Result()
+	if err != nil {
+		return zero, err
+	}
+	if e, ok := res.(error); ok {
+		return zero, e
+	}
+	t, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("broker: %s answered %T", pid.Id, res)
+	}
+	return t, nil
+}
+
+// Close ends every subscription, then stops the connection's writer (which
+// resets what it still had) and the session.
+func (c *conn) Close() {
+	root := c.b.system.Root
+	res, err := ask[*sessionClosed](context.Background(), c, c.session, &closeSession{})
+	if err == nil && res.writer != nil {
+		_ = root.StopFuture(res.writer).Wait()
+	}
+	_ = root.StopFuture(c.session).Wait()
+}
+
+// stream returns scope's definition, from the cache or the registry (which
+// makes an implicit in-memory stream on first use).
+func (c *conn) stream(ctx context.Context, scope wire.Scope) (streams.Def, error) {
+	c.mu.Lock()
+	d, ok := c.mu.defs[scope]
+	c.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	res, err := streams.Request[*streams.StreamResult](c.b.system.Root, c.b.registry, &streams.GetStream{Scope: scope, Create: true}, c.b.wait(ctx))
+	if err != nil {
+		return streams.Def{}, err
+	}
+	if res.Err != nil {
+		return streams.Def{}, res.Err
+	}
+	c.mu.Lock()
+	c.mu.defs[scope] = res.Def
+	c.mu.Unlock()
+	return res.Def, nil
+}
+
+// forgetStream drops what the cache holds about a stream that was created,
+// changed or deleted.
+func (c *conn) forgetStream(scope wire.Scope) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.mu.defs, scope)
+	for k := range c.mu.shards {
+		if k.scope == scope {
+			delete(c.mu.shards, k)
+		}
+	}
+}
+
+// shard returns shard n of scope, asking the registry on a miss or when the
+// cached shard has stopped.
+func (c *conn) shard(ctx context.Context, scope wire.Scope, n uint32) (*streams.ShardRef, error) {
+	key := shardKey{scope: scope, shard: n}
+	c.mu.Lock()
+	ref, ok := c.mu.shards[key]
+	c.mu.Unlock()
+	if ok && !ref.Mailbox.IsClosed() {
+		return ref, nil
+	}
+	ref, err := streams.Lookup(c.b.system.Root, c.b.registry, scope, n, c.b.wait(ctx))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.mu.shards[key] = ref
+	c.mu.Unlock()
+	return ref, nil
+}
+
+// Publish implements service.Session: it admits p to its shard's mailbox,
+// waiting at most publish_queue_wait_timeout_ms for room.
+func (c *conn) Publish(ctx context.Context, p *service.Publish, done func(service.PublishResult)) error {
+	m := c.b.metrics
+	err := c.admit(ctx, p, done)
+	switch {
+	case err == nil:
+		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "ok").Inc()
+		m.PublishedMessages.WithLabelValues(p.Scope.Tenant).Add(float64(len(p.Payloads)))
+		m.PublishedBytes.WithLabelValues(p.Scope.Tenant).Add(float64(p.Bytes()))
+	case errors.Is(err, wire.ErrOverloaded):
+		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "overloaded").Inc()
+		m.PublishOverloaded.WithLabelValues(p.Scope.Tenant).Inc()
+	default:
+		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "error").Inc()
+	}
+	return err
+}
+
+func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.PublishResult)) error {
+	if err := p.Scope.Validate(); err != nil {
+		return err
+	}
+	wait := c.b.cfg.PublishQueueWaitTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(0, min(wait, time.Until(dl)))
+	}
+	for attempt := 0; ; attempt++ {
+		def, err := c.stream(ctx, p.Scope)
+		if err != nil {
+			return err
+		}
+		ref, err := c.shard(ctx, p.Scope, def.Routing.ShardFor(p.Key, def.Shards))
+		if err != nil {
+			return err
+		}
+		switch ref.Mailbox.TryPost(shardPublish(p, done), wait) {
+		case actors.Posted, actors.PostedEvicting:
+			return nil
+		case actors.Closed:
+			if attempt == 0 {
+				// The shard stopped (or its stream was deleted): look again;
+				// the registry makes a new one.
+				c.forgetStream(p.Scope)
+				continue
+			}
+			return wire.NewError(wire.CodeShardUnavailable, "stream %s is not available", p.Scope)
+		default:
+			return wire.NewError(wire.CodeOverloaded, "publish_queue_full: stream %s did not take the publish within %s", p.Scope, wait)
+		}
+	}
+}
+
+// shardPublish is p as its shard takes it.
+func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams.Publish {
+	sp := &streams.Publish{Payloads: p.Payloads}
+	if done != nil {
+		sp.Done = func(base uint64, durable bool, err error) {
+			done(service.PublishResult{Offset: base, Durable: durable, Err: err})
+		}
+	}
+	return sp
+}

@@ -1,0 +1,191 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/streams"
+	"github.com/getfelix/felix-go/subscribers"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// Subscribe implements service.Session with the spec's handshake, in steps:
+// the sink opens and is registered with the connection writer, the feeder
+// is spawned (its queue held), the session adopts the subscription, the
+// shard registers the feeder, and only then is the answer given: every
+// publish the shard handles after that reaches the queue. Last, the feeder
+// is told where to start; it writes the history, then lets the queue flow.
+// Until adoption this goroutine tears down what it built; after it, only
+// the session ends the subscription.
+func (c *conn) Subscribe(ctx context.Context, req *service.Subscribe, open service.OpenSink) (*service.Subscribed, error) {
+	ref, err := c.subscribeShard(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	writer, err := ask[*lanes.WriterRef](ctx, c, c.session, &getWriter{})
+	if err != nil {
+		return nil, err
+	}
+	id := c.b.nextSubID.Add(1)
+	sink, err := open(id)
+	if err != nil {
+		return nil, err
+	}
+	capacity := c.grantCapacity(req.QueueCapacity)
+	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, ref, writer, sink, capacity)
+	if err != nil {
+		return nil, err
+	}
+	if res, err := ask[*adopted](ctx, c, c.session, &adopt{sub: sub}); err != nil || res.err != nil {
+		c.b.system.Root.Stop(sub.feeder)
+		c.b.system.Root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id, Abort: true})
+		sub.egress.Close()
+		return nil, errors.Join(err, res.errOrNil())
+	}
+	added, err := ask[*streams.SubscriberAdded](ctx, c, ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue, Backlog: !ref.Durable && req.Start != service.StartLatest})
+	if err != nil {
+		c.b.system.Root.Send(c.session, &endSubscription{id: id, abort: true})
+		return nil, wire.NewError(wire.CodeShardUnavailable, "register with stream %s: %v", req.Scope, err)
+	}
+	start, err := c.startFrom(req, ref, added)
+	if err != nil {
+		c.b.system.Root.Send(c.session, &endSubscription{id: id})
+		return nil, err
+	}
+	c.b.system.Root.Send(sub.feeder, start)
+	res := &service.Subscribed{ID: id, QueueCapacity: capacity}
+	if ref.Durable {
+		res.Durable, res.StartOffset, res.LiveOffset = true, start.From, added.Live
+	}
+	return res, nil
+}
+
+func (a *adopted) errOrNil() error {
+	if a == nil {
+		return nil
+	}
+	return a.err
+}
+
+// subscribeShard resolves the shard a subscription is for.
+func (c *conn) subscribeShard(ctx context.Context, req *service.Subscribe) (*streams.ShardRef, error) {
+	if err := req.Scope.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := c.stream(ctx, req.Scope); err != nil {
+		return nil, err
+	}
+	ref, err := c.shard(ctx, req.Scope, req.Shard)
+	if err != nil && errors.Is(err, wire.ErrNotFound) {
+		c.forgetStream(req.Scope) // the stream may have been recreated with more shards
+		ref, err = c.shard(ctx, req.Scope, req.Shard)
+	}
+	return ref, err
+}
+
+// grantCapacity clamps a requested queue capacity to [1, max]; zero (or
+// negative: never trusted) asks for the stream's default.
+func (c *conn) grantCapacity(requested int64) int {
+	if requested <= 0 {
+		return c.b.cfg.SubscriberQueueCapacity
+	}
+	return int(min(requested, int64(c.b.cfg.SubscriberQueueCapacityMax)))
+}
+
+// spawnFeeder registers the sink with the writer and spawns the feeder,
+// its queue held until Start. On an error nothing is left behind.
+func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, ref *streams.ShardRef, writer *lanes.WriterRef, sink service.Sink, capacity int) (*subscription, *actors.Mailbox, error) {
+	b := c.b
+	lane, err := b.lane(b.selector.Select(id, c.client.ID))
+	if err != nil {
+		_ = sink.Close()
+		return nil, nil, wire.NewError(wire.CodeInternal, "writer lane: %v", err)
+	}
+	var queue *actors.Mailbox
+	props, egress := subscribers.Props(subscribers.Config{
+		SubscriptionID: id,
+		Batch:          b.feederBatch(),
+		Lane:           lane,
+		Writer:         writer,
+		Session:        c.session,
+		Root:           b.system.Root,
+		Log:            b.log,
+		Shard:          ref.PID,
+		Offsets:        ref.Durable && c.client.Offsets,
+		Durable:        ref.Durable,
+		Budget:         b.queueTotal,
+	}, actors.MailboxConfig{
+		Capacity:   capacity,
+		MaxBytes:   b.cfg.SubscriberQueueMaxBytes,
+		Policy:     b.policy,
+		Budget:     b.queueTotal,
+		KeepBudget: b.queueTotal != nil,
+		OnDrop:     b.countSubQueueDrop,
+	}, func(m *actors.Mailbox) { queue = m })
+	if _, err := ask[*lanes.Registered](ctx, c, writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}); err != nil {
+		egress.Close()
+		_ = sink.Close()
+		return nil, nil, wire.NewError(wire.CodeInternal, "register subscription with connection writer: %v", err)
+	}
+	feeder, err := actors.Spawn(b.system.Root, b.subscribers, fmt.Sprintf("sub-%d", id), props, b.wait(ctx))
+	if err != nil {
+		b.system.Root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id, Abort: true})
+		egress.Close()
+		return nil, nil, wire.NewError(wire.CodeInternal, "spawn feeder: %v", err)
+	}
+	b.dir.Add(feeder, actors.KindFeeder, queue, map[string]string{
+		"stream": scope.String(), "subscription": fmt.Sprint(id), "conn": fmt.Sprint(c.client.ID),
+		"lane": fmt.Sprint(lane.Index), "policy": b.policy.String(),
+	})
+	return &subscription{id: id, feeder: feeder, shard: ref.PID, writer: writer, egress: egress}, queue, nil
+}
+
+// startFrom resolves where a subscription starts against what its shard
+// answered. A durable stream starts at latest (the live offset), earliest
+// (the oldest retention kept) or an offset between them. An in-memory
+// stream's history is its replay ring: earliest is the ring's oldest batch,
+// an offset one the ring still holds. Out of range is a cursor error with
+// the nearest usable offset.
+func (c *conn) startFrom(req *service.Subscribe, ref *streams.ShardRef, added *streams.SubscriberAdded) (*subscribers.Start, error) {
+	oldest, backlog := added.Start, added.Backlog
+	if !ref.Durable {
+		oldest = added.Live
+		if len(backlog) > 0 {
+			oldest = backlog[0].Base
+		}
+	}
+	from := added.Live
+	switch req.Start {
+	case service.StartEarliest:
+		from = oldest
+	case service.StartOffset:
+		switch {
+		case req.Offset > added.Live:
+			return nil, &wire.CursorError{Reason: "in_future", Requested: req.Offset, Available: added.Live}
+		case req.Offset < oldest:
+			return nil, &wire.CursorError{Reason: "too_old", Requested: req.Offset, Available: oldest}
+		}
+		from = req.Offset
+	}
+	if ref.Durable {
+		return &subscribers.Start{Log: ref.Log, From: from, Live: added.Live}, nil
+	}
+	// The ring holds whole batches: start at the one holding from.
+	for len(backlog) > 0 && backlog[0].Base+uint64(backlog[0].Len()) <= from {
+		backlog = backlog[1:]
+	}
+	return &subscribers.Start{Backlog: backlog, From: added.Live, Live: added.Live}, nil
+}
+
+// Unsubscribe implements service.Session.
+func (c *conn) Unsubscribe(ctx context.Context, id uint64) error {
+	res, err := ask[*ended](ctx, c, c.session, &unsubscribe{id: id})
+	if err != nil {
+		return err
+	}
+	return res.err
+}

@@ -1,0 +1,191 @@
+// Package service is the broker as every front end sees it: publish,
+// subscribe, range reads and stream administration, on domain types, each
+// call taking a context and failing with a typed error (*wire.Error, whose
+// code comes from the one table in wire/errors.go, or *wire.CursorError).
+//
+// felix/1 over QUIC (package transport) is the first front end; the Kafka
+// listener and the links between cluster members are meant to be further
+// ones. The broker implements Service; front ends convert their protocol to
+// these types and back, so nothing behind this boundary knows a wire
+// message, and checks that concern every protocol (tenancy, permissions,
+// quotas) have one place to live.
+package service
+
+import (
+	"context"
+	"io"
+	"net"
+	"time"
+
+	"github.com/getfelix/felix-go/wire"
+)
+
+// Service opens sessions. It is safe for concurrent use.
+type Service interface {
+	// Open starts a session for one client that completed its handshake.
+	Open(ctx context.Context, c Client) (Session, error)
+}
+
+// Client describes who a session serves.
+type Client struct {
+	// ID is unique among the broker's live sessions.
+	ID     uint64
+	Remote net.Addr
+	// Tenant is the tenant the client authenticated as.
+	Tenant string
+	// Offsets asks for event batches that carry their base offset (the
+	// felix/1 flag FlagEventBatchOffsets); only durable streams have them.
+	Offsets bool
+}
+
+// Session serves one client. Its methods may be called from several
+// goroutines at once. Close ends every subscription it still has.
+type Session interface {
+	// Publish admits a publish, waiting for room in the shard's queue at
+	// most the broker's publish_queue_wait_timeout_ms (or less, if ctx ends
+	// sooner). On nil, done (if set) is called exactly once when the publish
+	// was handled; it must not block. On error, done is never called.
+	Publish(ctx context.Context, p *Publish, done func(PublishResult)) error
+	// Subscribe registers a subscription. open is called once, with the new
+	// subscription's id, to open the sink its event batches are written to;
+	// the session owns the sink from then on. History (a durable stream's
+	// log, an in-memory stream's replay ring) is written after Subscribe
+	// returns, so the answer reaches the client before the history does.
+	Subscribe(ctx context.Context, req *Subscribe, open OpenSink) (*Subscribed, error)
+	// Unsubscribe ends one of this session's subscriptions.
+	Unsubscribe(ctx context.Context, id uint64) error
+	// Read returns one page of a durable shard's committed records.
+	Read(ctx context.Context, req *Read) (*Records, error)
+	// CreateStream creates a stream, or confirms one with the same settings.
+	CreateStream(ctx context.Context, spec *StreamSpec) (*StreamInfo, error)
+	// Stream describes one stream; it never creates one.
+	Stream(ctx context.Context, scope wire.Scope) (*StreamInfo, error)
+	// Streams lists a tenant's streams, of one namespace when it is not empty.
+	Streams(ctx context.Context, tenant, namespace string) ([]StreamInfo, error)
+	// DeleteStream deletes a stream and ends its subscriptions.
+	DeleteStream(ctx context.Context, scope wire.Scope) error
+	// Close ends every subscription of the session; the client is gone.
+	Close()
+}
+
+// Publish is one batch of records for one stream.
+type Publish struct {
+	Scope wire.Scope
+	// Key picks the shard through the stream's routing; nil is shard 0.
+	Key      []byte
+	Payloads [][]byte
+}
+
+// Bytes sums the payload sizes.
+func (p *Publish) Bytes() int64 {
+	var n int64
+	for _, b := range p.Payloads {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// PublishResult is how a publish ended.
+type PublishResult struct {
+	// Offset is the first record's offset when Durable.
+	Offset  uint64
+	Durable bool
+	Err     error
+}
+
+// Start says where a subscription begins.
+type Start uint8
+
+// Where a subscription can begin.
+const (
+	// StartLatest receives what is published after the subscription exists.
+	StartLatest Start = iota
+	// StartEarliest begins at the oldest record kept: retention's oldest on
+	// a durable stream, the replay ring's oldest on an in-memory one.
+	StartEarliest
+	// StartOffset begins at Subscribe.Offset.
+	StartOffset
+)
+
+// Subscribe asks for a subscription to one shard of a stream.
+type Subscribe struct {
+	Scope wire.Scope
+	Shard uint32
+	// QueueCapacity asks for a subscriber queue of this many batches; zero
+	// takes the broker's default. The grant is clamped and reported.
+	QueueCapacity int64
+	Start         Start
+	Offset        uint64
+}
+
+// Subscribed answers Subscribe.
+type Subscribed struct {
+	ID            uint64
+	QueueCapacity int
+	// Durable subscriptions report where they start (StartOffset) and the
+	// first offset that comes live from the shard rather than from history.
+	Durable     bool
+	StartOffset uint64
+	LiveOffset  uint64
+}
+
+// Sink is where a subscription's event batches are written (a QUIC send
+// stream for felix/1). Close ends it cleanly; Abort resets it, telling the
+// client the broker ended the subscription.
+type Sink interface {
+	io.Writer
+	Close() error
+	Abort()
+}
+
+// OpenSink opens the sink of subscription id.
+type OpenSink func(id uint64) (Sink, error)
+
+// Read asks for one page of a durable shard's committed records.
+type Read struct {
+	Scope wire.Scope
+	Shard uint32
+	From  uint64
+	// End, when set, stops the page before that offset.
+	End *uint64
+	// MaxRecords and MaxBytes cap the page below the broker's own caps;
+	// zero takes the broker's.
+	MaxRecords int
+	MaxBytes   int
+}
+
+// Record is one record read back.
+type Record struct {
+	Offset uint64
+	Time   time.Time
+	Value  []byte
+}
+
+// Records is one page of a range read.
+type Records struct {
+	Records []Record
+	// Next is the offset to read next; Committed the end of what readers
+	// may see now.
+	Next      uint64
+	Committed uint64
+}
+
+// StreamSpec is what a stream is created with.
+type StreamSpec struct {
+	Scope   wire.Scope
+	Shards  uint32
+	Durable bool
+	// Routing is how keys pick shards: "" or "modulo", or "jump".
+	Routing        string
+	RetentionBytes int64
+	RetentionAge   time.Duration
+}
+
+// StreamInfo describes a stream.
+type StreamInfo struct {
+	StreamSpec
+	// Implicit streams were made by a first publish or subscribe: in
+	// memory, one shard, not stored.
+	Implicit  bool
+	CreatedAt time.Time
+}

@@ -1,0 +1,93 @@
+package transport
+
+import (
+	"context"
+	"time"
+
+	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// The conversions between felix/1 messages and the service's domain types.
+// Each request handler converts, calls the session, and converts back.
+
+func scopeOf(tenant, namespace, stream string) wire.Scope {
+	return wire.Scope{Tenant: tenant, Namespace: namespace, Stream: stream}
+}
+
+func subscribeRequest(m *wire.Subscribe) (*service.Subscribe, error) {
+	req := &service.Subscribe{Scope: m.Scope(), Shard: m.Shard, QueueCapacity: m.QueueCapacity, Offset: m.StartOffset}
+	switch m.Start {
+	case "", "latest":
+		req.Start = service.StartLatest
+	case "earliest":
+		req.Start = service.StartEarliest
+	case "offset":
+		req.Start = service.StartOffset
+	default:
+		return nil, wire.NewError(wire.CodeInvalidRequest, "start %q is not latest, earliest or offset", m.Start)
+	}
+	return req, nil
+}
+
+func createStream(ctx context.Context, s service.Session, m *wire.StreamCreate) (wire.Message, error) {
+	if m.RetentionBytes < 0 || m.RetentionAgeMS < 0 {
+		return nil, wire.NewError(wire.CodeInvalidRequest, "retention cannot be negative")
+	}
+	info, err := s.CreateStream(ctx, &service.StreamSpec{
+		Scope: scopeOf(m.Tenant, m.Namespace, m.Stream), Shards: m.Shards, Durable: m.Durable, Routing: m.Routing,
+		RetentionBytes: m.RetentionBytes, RetentionAge: time.Duration(m.RetentionAgeMS) * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return streamInfo(m.RequestID, info), nil
+}
+
+func getStream(ctx context.Context, s service.Session, m *wire.StreamGet) (wire.Message, error) {
+	info, err := s.Stream(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))
+	if err != nil {
+		return nil, err
+	}
+	return streamInfo(m.RequestID, info), nil
+}
+
+func listStreams(ctx context.Context, s service.Session, m *wire.StreamList) (wire.Message, error) {
+	if err := wire.ValidateName("tenant", m.Tenant); err != nil {
+		return nil, err
+	}
+	infos, err := s.Streams(ctx, m.Tenant, m.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.StreamInfos{RequestID: m.RequestID, Streams: make([]wire.StreamInfo, 0, len(infos))}
+	for i := range infos {
+		out.Streams = append(out.Streams, *streamInfo(0, &infos[i]))
+	}
+	return out, nil
+}
+
+func streamInfo(requestID uint64, d *service.StreamInfo) *wire.StreamInfo {
+	return &wire.StreamInfo{
+		RequestID: requestID,
+		Tenant:    d.Scope.Tenant, Namespace: d.Scope.Namespace, Stream: d.Scope.Stream,
+		Shards: d.Shards, Durable: d.Durable, Routing: d.Routing,
+		RetentionBytes: d.RetentionBytes, RetentionAgeMS: d.RetentionAge.Milliseconds(),
+		Implicit: d.Implicit, CreatedAtMS: d.CreatedAt.UnixMilli(),
+	}
+}
+
+func readStream(ctx context.Context, s service.Session, m *wire.StreamRead) (wire.Message, error) {
+	page, err := s.Read(ctx, &service.Read{
+		Scope: scopeOf(m.Tenant, m.Namespace, m.Stream), Shard: m.Shard, From: m.From, End: m.End,
+		MaxRecords: int(m.MaxRecords), MaxBytes: int(m.MaxBytes),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &wire.StreamRecords{RequestID: m.RequestID, NextOffset: page.Next, Committed: page.Committed, Records: make([]wire.StreamRecord, 0, len(page.Records))}
+	for _, r := range page.Records {
+		out.Records = append(out.Records, wire.StreamRecord{Offset: r.Offset, TimeMS: r.Time.UnixMilli(), Payload: r.Value})
+	}
+	return out, nil
+}
