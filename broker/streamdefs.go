@@ -167,7 +167,7 @@ func (s *session) ReadStream(req *wire.StreamRead) (*wire.StreamRecords, error) 
 	}
 	page, err := log.Read(req.From, maxRecords, maxBytes)
 	if err != nil {
-		return nil, wire.NewError(wire.CodeStorage, "read %s shard %d at %d: %v", scope, req.Shard, req.From, err)
+		return nil, wire.WrapError(wire.CodeStorage, err, "read %s shard %d at %d", scope, req.Shard, req.From)
 	}
 	for _, r := range page.Records {
 		out.Records = append(out.Records, wire.StreamRecord{Offset: r.Offset, TimeMS: r.Time.UnixMilli(), Payload: r.Value})
