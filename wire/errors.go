@@ -95,8 +95,11 @@ func WrapError(code Code, cause error, format string, args ...any) *Error {
 	return e
 }
 
+// Error reads "code: message". It has no "felix:" prefix: callers wrap it
+// in their own context ("subscribe to t/ns/s: not_found: …"), and a prefix
+// here would show up in the middle of that line (issue #9).
 func (e *Error) Error() string {
-	return fmt.Sprintf("felix: %s: %s", e.Code, e.Message)
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
 
 // Unwrap returns the cause given to WrapError, or nil.
@@ -129,7 +132,7 @@ type CursorError struct {
 }
 
 func (e *CursorError) Error() string {
-	return fmt.Sprintf("felix: subscribe cursor %s: offset %d; the nearest usable offset is %d", e.Reason, e.Requested, e.Available)
+	return fmt.Sprintf("cursor %s: offset %d; the nearest usable offset is %d", e.Reason, e.Requested, e.Available)
 }
 
 // AsError returns err as a wire error, wrapping anything else as internal.

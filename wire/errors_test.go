@@ -135,7 +135,7 @@ func TestNewError(t *testing.T) {
 	if err.Code != CodeNotFound || err.Retry != RetryAfter || err.Message != `stream "s" in ns` {
 		t.Fatalf("NewError = %+v", *err)
 	}
-	if got, want := err.Error(), `felix: not_found: stream "s" in ns`; got != want {
+	if got, want := err.Error(), `not_found: stream "s" in ns`; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}
 	if got := NewError(999, "x"); got.Retry != RetryUnknown {

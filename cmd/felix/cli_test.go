@@ -358,6 +358,26 @@ func TestClientErrors(t *testing.T) {
 			}
 		})
 	}
+	// A broker's refusal reads once: the command's context, the code, the
+	// broker's message, and no second "felix:" (issue #9).
+	refusals := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sub", "--stream", "one-shard", "--shard", "3"},
+			"felix: subscribe to default/default/one-shard: not_found: stream default/default/one-shard has 1 shard(s); there is no shard 3\n"},
+		{[]string{"read", "--stream", "nope", "--from", "0"},
+			"felix: read default/default/nope shard 0 from 0: not_found: no stream default/default/nope\n"},
+	}
+	for _, tt := range refusals {
+		t.Run(fmt.Sprintf("refused %q", tt.args), func(t *testing.T) {
+			r := runFelix(t, opts{}, append(tt.args, "--broker", b.addr, "--ca", b.ca)...)
+			r.wantExit(t, 1)
+			if got := r.stderr.String(); got != tt.want {
+				t.Errorf("stderr = %q, want %q", got, tt.want)
+			}
+		})
+	}
 	usage := []struct {
 		args []string
 		want string
