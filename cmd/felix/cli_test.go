@@ -250,6 +250,33 @@ func TestBrokerConfig(t *testing.T) {
 	}
 }
 
+// TestBrokerHelp: felix broker --help describes the knobs, not only their
+// units and variables, and says what --data-dir holds (issue #9).
+func TestBrokerHelp(t *testing.T) {
+	t.Parallel()
+	r := runFelix(t, opts{}, "broker", "--help")
+	r.wantExit(t, 0)
+	for _, tt := range []struct{ flag, want string }{
+		{"--data-dir", "metadata.db (stream definitions) and the durable streams' logs"},
+		{"--pub-queue-depth", "publish batches a shard admits"},
+		{"--publish-queue-wait-timeout-ms", "0 fails at once"},
+		{"--subscriber-queue-policy", "what a full subscriber queue does"},
+		{"--subscriber-queue-max-bytes-total", "0 = off"},
+		{"--durable-retention-age-ms", "0 keeps everything"},
+		{"--replay-ring-max-bytes", "replay ring"},
+	} {
+		var line string
+		for _, l := range lines(r.stdout.String()) {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == tt.flag {
+				line = l
+			}
+		}
+		if !strings.Contains(line, tt.want) {
+			t.Errorf("felix broker --help: the %s line is %q, want it to contain %q", tt.flag, line, tt.want)
+		}
+	}
+}
+
 // TestPubCount: generated messages in batches, every one delivered in order.
 func TestPubCount(t *testing.T) {
 	t.Parallel()
