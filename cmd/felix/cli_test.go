@@ -310,6 +310,29 @@ func TestPubCount(t *testing.T) {
 	}
 }
 
+// TestPubCountFireAndForget: pub exits right after handing its last
+// fire-and-forget publish to the client, and Close still delivers all of
+// them: none is lost at exit.
+func TestPubCountFireAndForget(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "ff", "--count", "1000")
+	sub.waitStderrLine(t, "subscribed")
+	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "ff",
+		"--count", "1000", "--size", "16", "--ack", "none")
+	pub.wantExit(t, 0)
+	sub.wantExit(t, 0)
+	got := lines(sub.stdout.String())
+	if len(got) != 1000 {
+		t.Fatalf("sub printed %d lines, want 1000", len(got))
+	}
+	for i, line := range got {
+		if want := fmt.Sprintf("%04d ", i+1); !strings.HasPrefix(line, want) {
+			t.Fatalf("message %d = %q, want it to start %q", i+1, line, want)
+		}
+	}
+}
+
 // TestDefaultsInWorkingDir is the walkthrough: a broker with default
 // settings (but a free port) writes ./felix-data, and clients started in the
 // same folder trust it with no flags.
