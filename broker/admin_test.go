@@ -134,13 +134,17 @@ func TestAdminEndpoint(t *testing.T) {
 		v, _ := scraped(body, "felix_delivered_messages_total")
 		return v >= 1
 	})
-	for _, want := range []string{
-		"felix_publish_requests_total", "felix_sub_queue_enqueued_total", "felix_delivered_messages_total",
-		`felix_mailbox_depth{kind="feeder"}`, "felix_connections_open", "felix_sub_queue_dropped_total",
-		"felix_lane_queue_dropped_total", "felix_mailbox_bytes", "felix_sub_queue_total_bytes",
+	// Each needs a sample, not just its name somewhere in the text: a HELP
+	// line can name another metric (felix_sub_queue_byte_dropped_total's
+	// names felix_sub_queue_dropped_total).
+	for _, want := range []probe{
+		{"felix_publish_requests_total", nil}, {"felix_sub_queue_enqueued_total", nil},
+		{"felix_delivered_messages_total", nil}, {"felix_mailbox_depth", []string{`kind="feeder"`}},
+		{"felix_connections_open", nil}, {"felix_sub_queue_dropped_total", nil},
+		{"felix_lane_queue_dropped_total", nil}, {"felix_mailbox_bytes", nil}, {"felix_sub_queue_total_bytes", nil},
 	} {
-		if !strings.Contains(before, want) {
-			t.Errorf("/metrics has no %s", want)
+		if _, ok := scraped(before, want.name, want.labels...); !ok {
+			t.Errorf("/metrics has no sample of %s%v", want.name, want.labels)
 		}
 	}
 	// Tenant-labelled counters (felix_publish_overloaded_total,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +21,7 @@ import (
 // subscriber has every acknowledged record, in order, each exactly once:
 // every gap was explained by an ended subscription and filled by resuming.
 func TestChaosDurable(t *testing.T) {
+	rng := brokertest.ChaosRand(t)
 	cfg := brokertest.Config(t)
 	cfg.Chaos = true
 	cfg.DurableFsync = "on_commit"
@@ -124,7 +124,7 @@ func TestChaosDurable(t *testing.T) {
 		if kills%2 == 1 {
 			mode = "stop"
 		}
-		if _, err := b.Kill(broker.KillRequest{Kind: kinds[rand.IntN(len(kinds))], Mode: mode}); err == nil {
+		if _, err := b.Kill(broker.KillRequest{Kind: kinds[rng.IntN(len(kinds))], Mode: mode}); err == nil {
 			kills++
 		}
 		time.Sleep(50 * time.Millisecond) // the chaos cadence, not synchronisation

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -715,6 +714,7 @@ func TestChaosRun(t *testing.T) {
 		chaosFor    = 3 * time.Second
 		killEvery   = 50 * time.Millisecond
 	)
+	rng := brokertest.ChaosRand(t)
 	cfg := chaosConfig(t)
 	b := brokertest.Start(t, cfg)
 	ctx := testCtx(t, 120*time.Second)
@@ -883,7 +883,7 @@ func TestChaosRun(t *testing.T) {
 		if i%2 == 1 {
 			mode = "stop"
 		}
-		kind := kinds[rand.IntN(len(kinds))]
+		kind := kinds[rng.IntN(len(kinds))]
 		res, err := b.Kill(broker.KillRequest{Kind: kind, Mode: mode})
 		if err != nil {
 			killErrs = append(killErrs, err)

@@ -828,11 +828,49 @@ func TestBoundPublishQueue(t *testing.T) {
 	}
 }
 
-// TestBoundReplayRing: replay_ring_max_bytes bounds a shard's ring, which
-// only a resume reads; there is no resume yet, so nothing outside the shard
-// can observe the ring (streams.ring has unit coverage when resume lands).
+// TestBoundReplayRing: replay_ring_max_bytes bounds a shard's ring, which a
+// subscription from earliest on an in-memory stream replays. After far more
+// was published than fits, the backlog is as many of the newest batches as
+// fit in the bound (the oldest went first), in order, then the live batch.
 func TestBoundReplayRing(t *testing.T) {
-	t.Skip("replay_ring_max_bytes is not observable from outside the shard until subscriptions can resume from an offset")
+	const (
+		per, batches = 4, 50                       // 4 KiB batches of 1 KiB payloads
+		batchBytes   = per * isoSize               // the ring counts payload bytes
+		ringBytes    = 2*batchBytes + batchBytes/2 // room for two whole batches
+	)
+	r := newRig(t, 30*time.Second, func(c *config.Config) {
+		c.ReplayRingMaxBytes = ringBytes
+		c.ReplayRingRecords = batches * per // the record bound never binds
+	})
+	r.publish(r.st, batches, per, isoSize)
+	sub := r.subscribe(r.pub, r.st, client.SubscribeOptions{From: client.FromEarliest})
+	// One live batch after the subscription marks where the backlog ends.
+	if err := publishBatches(r.ctx, r.pub, r.st, batches, batches+1, per, isoSize, nil); err != nil {
+		t.Fatal(err)
+	}
+	last := (batches+1)*per - 1
+	rd := startReader(r.ctx, sub, func(num, _ int) bool { return num == last })
+	rd.wait(t, r.ctx, "subscriber from earliest", stallLimit) // fails on disorder or duplicates
+
+	if len(rd.nums) < per {
+		t.Fatalf("received %d messages, fewer than the live batch of %d", len(rd.nums), per)
+	}
+	backlog := rd.nums[:len(rd.nums)-per]
+	got := int64(len(backlog) * isoSize)
+	if got == 0 || got > ringBytes {
+		t.Fatalf("the backlog held %d messages (%d payload bytes), want some and at most replay_ring_max_bytes %d: %v", len(backlog), got, ringBytes, backlog)
+	}
+	if got+batchBytes <= ringBytes {
+		t.Errorf("the backlog held %d payload bytes; another %d-byte batch would have fit in %d, so the ring evicted too much", got, batchBytes, ringBytes)
+	}
+	// The newest records, in order, right up to the live batch.
+	first := batches*per - len(backlog)
+	for i, num := range rd.nums {
+		if num != first+i {
+			t.Fatalf("message %d of the replay is %d, want %d: the backlog must be the newest %d messages (%d..%d), then the live batch: %v",
+				i, num, first+i, len(backlog), first, batches*per-1, rd.nums)
+		}
+	}
 }
 
 // TestSlowConsumerIsolation is issue 3's scenario under drop_new and

@@ -161,7 +161,7 @@ func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, e
 	}
 	page, err := log.Read(req.From, maxRecords, maxBytes)
 	if err != nil {
-		return nil, wire.NewError(wire.CodeStorage, "read %s shard %d at %d: %v", scope, req.Shard, req.From, err)
+		return nil, wire.WrapError(wire.CodeStorage, err, "read %s shard %d at %d", scope, req.Shard, req.From)
 	}
 	out.Records = make([]service.Record, len(page.Records))
 	for i, r := range page.Records {

@@ -9,91 +9,96 @@ import "time"
 // variables use the spec's knob names (the yaml tag; the variable is
 // FELIX_ + upper-case tag). The zero Config is not valid on its own: start
 // from Default() or Load().
+//
+// NOTE: every field needs a yaml tag and a help tag: one line for
+// `felix broker --help`, saying the unit where the key does not and what 0
+// means where 0 is special. The knob walker panics on a field without one.
 type Config struct {
 	// Listen is the QUIC listen address (quic_bind). Port 0 picks a free port.
-	Listen string `yaml:"listen"`
-	// DataDir holds the generated TLS certificate and, later, durable logs.
-	DataDir string `yaml:"data_dir"`
+	Listen string `yaml:"listen" help:"QUIC listen address, host:port; port 0 picks a free port"`
+	// DataDir holds the generated TLS certificate and key, metadata.db (the
+	// stream definitions) and the durable streams' logs under streams/.
+	DataDir string `yaml:"data_dir" help:"folder for the generated TLS certificate and key, metadata.db (stream definitions) and the durable streams' logs (streams/)"`
 	// AddrFile, when set, receives the bound address once the broker accepts connections.
-	AddrFile string `yaml:"addr_file"`
+	AddrFile string `yaml:"addr_file" help:"write the bound address to this file once the broker accepts connections; empty writes none"`
 	// Admin is the admin HTTP address (/metrics, /live, /ready). Empty turns
 	// the endpoint off. Loopback by default: it has no authentication.
-	Admin string `yaml:"admin"`
+	Admin string `yaml:"admin" help:"admin HTTP address (/metrics, /live, /ready, /debug); no authentication; empty turns it off"`
 	// Chaos enables the admin endpoint's chaos routes, which crash or stop
 	// actors on request. Off by default, so a stray request cannot crash a
 	// production broker.
-	Chaos bool `yaml:"chaos"`
+	Chaos bool `yaml:"chaos" help:"enable the admin endpoint's chaos routes, which crash or stop actors on request"`
 	// LogLevel is a zerolog level name: trace, debug, info, warn, error.
-	LogLevel string `yaml:"log_level"`
+	LogLevel string `yaml:"log_level" help:"log level"`
 	// TLSCert and TLSKey name a PEM certificate and key; both empty means a
 	// self-signed certificate is generated into DataDir.
-	TLSCert string `yaml:"tls_cert"`
-	TLSKey  string `yaml:"tls_key"`
+	TLSCert string `yaml:"tls_cert" help:"PEM certificate file, set with tls_key; both empty generates a self-signed one into the data dir"`
+	TLSKey  string `yaml:"tls_key" help:"PEM private key file of tls_cert"`
 
 	// MaxFrameBytes caps a frame after the handshake (16 MiB).
-	MaxFrameBytes int `yaml:"max_frame_bytes"`
+	MaxFrameBytes int `yaml:"max_frame_bytes" help:"largest frame a client may send after the handshake"`
 	// PreAuthMaxFrameBytes caps a frame before the handshake (64 KiB).
-	PreAuthMaxFrameBytes int `yaml:"pre_auth_max_frame_bytes"`
+	PreAuthMaxFrameBytes int `yaml:"pre_auth_max_frame_bytes" help:"largest frame a client may send before the handshake completes"`
 	// AuthTimeout closes a connection that has not completed the handshake (10 s).
-	AuthTimeout time.Duration `yaml:"auth_timeout_ms"`
+	AuthTimeout time.Duration `yaml:"auth_timeout_ms" help:"close a connection that has not completed the handshake within this"`
 
 	// PubQueueDepth bounds each shard's mailbox of admitted publishes (64).
-	PubQueueDepth int `yaml:"pub_queue_depth"`
+	PubQueueDepth int `yaml:"pub_queue_depth" help:"publish batches a shard admits ahead of its fanout (its mailbox bound)"`
 	// PublishQueueWaitTimeout is how long a publish waits on a full shard
 	// before it fails as overloaded (2000 ms).
-	PublishQueueWaitTimeout time.Duration `yaml:"publish_queue_wait_timeout_ms"`
+	PublishQueueWaitTimeout time.Duration `yaml:"publish_queue_wait_timeout_ms" help:"how long a publish waits on a full shard before it fails overloaded; 0 fails at once"`
 	// PublishWindow bounds unanswered acked publishes per QUIC stream (256).
-	PublishWindow int `yaml:"publish_window"`
+	PublishWindow int `yaml:"publish_window" help:"unanswered acked publishes per QUIC stream before the broker stops reading it; 0 turns pipelining off"`
 
 	// SubscriberQueueCapacity is each feeder mailbox's bound in batches (512).
-	SubscriberQueueCapacity int `yaml:"subscriber_queue_capacity"`
+	SubscriberQueueCapacity int `yaml:"subscriber_queue_capacity" help:"batches queued per subscription, unless the subscriber asks for a capacity"`
 	// SubscriberQueueCapacityMax clamps a subscriber's requested capacity (4096).
-	SubscriberQueueCapacityMax int `yaml:"subscriber_queue_capacity_max"`
+	SubscriberQueueCapacityMax int `yaml:"subscriber_queue_capacity_max" help:"the largest queue capacity, in batches, a subscriber may ask for"`
 	// SubscriberQueueMaxBytes bounds each feeder mailbox's payload bytes (64 MiB; 0 = none).
-	SubscriberQueueMaxBytes int64 `yaml:"subscriber_queue_max_bytes"`
+	SubscriberQueueMaxBytes int64 `yaml:"subscriber_queue_max_bytes" help:"payload bytes queued per subscription; 0 = no byte bound"`
 	// SubscriberQueueMaxBytesTotal bounds all feeder mailboxes together (0 = off).
-	SubscriberQueueMaxBytesTotal int64 `yaml:"subscriber_queue_max_bytes_total"`
+	SubscriberQueueMaxBytesTotal int64 `yaml:"subscriber_queue_max_bytes_total" help:"payload bytes held for all subscriptions together; 0 = off"`
 	// SubscriberQueuePolicy is drop_new, drop_old or block.
-	SubscriberQueuePolicy string `yaml:"subscriber_queue_policy"`
+	SubscriberQueuePolicy string `yaml:"subscriber_queue_policy" help:"what a full subscriber queue does with the next batch"`
 	// SubscriberEgressMaxBytes bounds one connection's bytes in lanes and writer (256 MiB).
-	SubscriberEgressMaxBytes int64 `yaml:"subscriber_egress_max_bytes"`
+	SubscriberEgressMaxBytes int64 `yaml:"subscriber_egress_max_bytes" help:"frame bytes one connection's subscriptions may have between their queues and the network; 0 = no bound"`
 	// SubscriberWriterLanes is the number of lane actors (4).
-	SubscriberWriterLanes int `yaml:"subscriber_writer_lanes"`
+	SubscriberWriterLanes int `yaml:"subscriber_writer_lanes" help:"number of writer lane actors"`
 	// SubscriberLaneQueueDepth bounds each lane mailbox (64).
-	SubscriberLaneQueueDepth int `yaml:"subscriber_lane_queue_depth"`
+	SubscriberLaneQueueDepth int `yaml:"subscriber_lane_queue_depth" help:"deliveries waiting in one writer lane"`
 	// SubscriberLaneQueuePolicy is drop_new or block.
-	SubscriberLaneQueuePolicy string `yaml:"subscriber_lane_queue_policy"`
+	SubscriberLaneQueuePolicy string `yaml:"subscriber_lane_queue_policy" help:"what a full writer lane does with the next delivery"`
 	// SubscriberLaneShard is auto, subscriber_id_hash, connection_id_hash or round_robin_pin.
-	SubscriberLaneShard string `yaml:"subscriber_lane_shard"`
+	SubscriberLaneShard string `yaml:"subscriber_lane_shard" help:"how subscriptions are spread over the writer lanes"`
 	// SubscriberSingleWriterPerConn puts every subscription of a connection on one lane.
-	SubscriberSingleWriterPerConn bool `yaml:"subscriber_single_writer_per_conn"`
+	SubscriberSingleWriterPerConn bool `yaml:"subscriber_single_writer_per_conn" help:"put every subscription of a connection on one writer lane"`
 
 	// EventBatchMaxEvents, EventBatchMaxBytes and EventBatchMaxDelay bound a
 	// feeder's coalesced delivery (64, 64 KiB, 250 µs).
-	EventBatchMaxEvents int           `yaml:"event_batch_max_events"`
-	EventBatchMaxBytes  int           `yaml:"event_batch_max_bytes"`
-	EventBatchMaxDelay  time.Duration `yaml:"event_batch_max_delay_us"`
+	EventBatchMaxEvents int           `yaml:"event_batch_max_events" help:"publish batches a subscription's feeder coalesces into one delivery"`
+	EventBatchMaxBytes  int           `yaml:"event_batch_max_bytes" help:"frame bytes a feeder coalesces into one delivery; 0 sends each batch on its own"`
+	EventBatchMaxDelay  time.Duration `yaml:"event_batch_max_delay_us" help:"how long a feeder waits for more to coalesce; 0 never waits"`
 	// FanoutBatchSize <= 1 forces single-event mode (64).
-	FanoutBatchSize int `yaml:"fanout_batch_size"`
+	FanoutBatchSize int `yaml:"fanout_batch_size" help:"1 or less turns coalescing off (each batch goes on its own); above 1, event_batch_max_* bound it"`
 
 	// DurableFsync is the durable log's fsync policy: none, periodic or on_commit.
-	DurableFsync string `yaml:"durable_fsync"`
+	DurableFsync string `yaml:"durable_fsync" help:"when an acked publish to a durable stream is answered: periodic after the write (fsync every durable_sync_interval_ms), on_commit after its fsync, none never fsyncs"`
 	// DurableSyncInterval is the periodic policy's fsync interval (250 ms).
-	DurableSyncInterval time.Duration `yaml:"durable_sync_interval_ms"`
+	DurableSyncInterval time.Duration `yaml:"durable_sync_interval_ms" help:"the periodic durable_fsync policy's fsync interval"`
 	// DurableSegmentBytes rolls a durable log's segment at this size (256 MiB).
-	DurableSegmentBytes int64 `yaml:"durable_segment_bytes"`
+	DurableSegmentBytes int64 `yaml:"durable_segment_bytes" help:"size at which a durable log rolls to a new segment; retention deletes whole segments"`
 	// DurableRetentionBytes and DurableRetentionAge are the broker-wide
 	// retention of durable shards, by whole segments; 0 keeps everything. A
 	// stream's own retention, when set, replaces them.
-	DurableRetentionBytes int64         `yaml:"durable_retention_bytes"`
-	DurableRetentionAge   time.Duration `yaml:"durable_retention_age_ms"`
+	DurableRetentionBytes int64         `yaml:"durable_retention_bytes" help:"bytes each durable shard keeps, in whole segments; 0 keeps everything; a stream's own retention replaces it"`
+	DurableRetentionAge   time.Duration `yaml:"durable_retention_age_ms" help:"age past which a durable shard's segments are deleted; 0 keeps everything; a stream's own retention replaces it"`
 	// DurableRetentionInterval is how often each durable shard enforces
 	// retention (10 s).
-	DurableRetentionInterval time.Duration `yaml:"durable_retention_interval_ms"`
+	DurableRetentionInterval time.Duration `yaml:"durable_retention_interval_ms" help:"how often each durable shard applies retention"`
 
 	// ReplayRingRecords and ReplayRingMaxBytes bound each shard's ring (1024, 64 MiB).
-	ReplayRingRecords  int   `yaml:"replay_ring_records"`
-	ReplayRingMaxBytes int64 `yaml:"replay_ring_max_bytes"`
+	ReplayRingRecords  int   `yaml:"replay_ring_records" help:"records each shard keeps in its replay ring (what --from earliest replays on an in-memory stream)"`
+	ReplayRingMaxBytes int64 `yaml:"replay_ring_max_bytes" help:"payload bytes in each shard's replay ring, oldest batches evicted first; 0 = no byte bound"`
 	// ReplayRingMaxBytesTotal bounds every shard's ring together (0 = off).
-	ReplayRingMaxBytesTotal int64 `yaml:"replay_ring_max_bytes_total"`
+	ReplayRingMaxBytesTotal int64 `yaml:"replay_ring_max_bytes_total" help:"payload bytes in every shard's replay ring together; 0 = off"`
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -160,6 +161,52 @@ func TestFlags(t *testing.T) {
 		t.Errorf("Apply set %+v, want %+v", c, want)
 	}
 	wantErrContains(t, fs.Parse([]string{"--pub-queue-depth=x"}), "pub-queue-depth", "bad integer")
+}
+
+// TestFlagUsageDescribesEveryKnob: each knob flag's usage says what the knob
+// does, not only its unit, choices and variable (issue #9).
+func TestFlagUsageDescribesEveryKnob(t *testing.T) {
+	fs := pflag.NewFlagSet("felix", pflag.ContinueOnError)
+	RegisterFlags(fs)
+	n := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		n++
+		key := strings.ReplaceAll(f.Name, "-", "_")
+		generic := []string{"env FELIX_" + strings.ToUpper(key), strings.Join(choices[key], ", "),
+			"milliseconds, or a duration like 250us", "microseconds, or a duration like 250us", "bytes, or a size like 64MiB"}
+		desc := f.Usage
+		for _, g := range generic {
+			if g != "" {
+				desc = strings.ReplaceAll(desc, g, "")
+			}
+		}
+		if desc = strings.Trim(desc, "; "); len(desc) < 10 {
+			t.Errorf("--%s usage %q does not describe the knob (left %q after its unit, choices and variable)", f.Name, f.Usage, desc)
+		}
+	})
+	if want := len(knobs) - len(cliOwned); n != want {
+		t.Errorf("visited %d knob flags, want %d", n, want)
+	}
+	// The CLI registers these flags itself, with the same usage line.
+	for key := range cliOwned {
+		if h := knobByKey[key].help; h == "" || !strings.HasPrefix(FlagUsage(key), h+"; ") {
+			t.Errorf("FlagUsage(%q) = %q, want it to start with the knob's help %q", key, FlagUsage(key), h)
+		}
+	}
+}
+
+// TestKnobWithoutHelpPanics: a field without a help tag stops the package
+// from loading, so a new knob cannot ship without its description.
+func TestKnobWithoutHelpPanics(t *testing.T) {
+	type noHelp struct {
+		Depth int `yaml:"depth"`
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "Depth has no help tag") {
+			t.Errorf("readKnobs of a field without a help tag: recovered %v, want a panic naming the field", r)
+		}
+	}()
+	readKnobs(reflect.TypeFor[noHelp]())
 }
 
 func TestValidateRefuses(t *testing.T) {

@@ -30,7 +30,7 @@ func RegisterFlags(fs *pflag.FlagSet) *Flags {
 			continue
 		}
 		v := &knobValue{k: k, c: &f.vals}
-		fl := fs.VarPF(v, k.flagName(), "", v.usage())
+		fl := fs.VarPF(v, k.flagName(), "", k.usage())
 		if v.Type() == "bool" {
 			fl.NoOptDefVal = "true" // --subscriber-single-writer-per-conn alone means true
 		}
@@ -71,15 +71,27 @@ func (v *knobValue) Type() string {
 	return reflect.TypeFor[Config]().Field(v.k.index).Type.Kind().String() // int, int64, string, bool
 }
 
-func (v *knobValue) usage() string {
-	env := "env " + v.k.envName()
-	switch {
-	case v.k.unit != 0:
-		return unitName[v.k.unit] + ", or a duration like 250us; " + env
-	case v.k.bytes:
-		return "bytes, or a size like 64MiB; " + env
-	case choices[v.k.key] != nil:
-		return strings.Join(choices[v.k.key], ", ") + "; " + env
+// FlagUsage is the usage line of the flag for knob key (a yaml key such as
+// "data_dir"): what it does, what its values look like, and its variable.
+// The CLI uses it for the knobs whose flags it registers itself. It panics
+// on an unknown key: the CLI names its own knobs, so that is a typo.
+func FlagUsage(key string) string {
+	k, ok := knobByKey[key]
+	if !ok {
+		panic("config: FlagUsage of unknown knob " + key)
 	}
-	return env
+	return k.usage()
+}
+
+func (k knob) usage() string {
+	parts := []string{k.help}
+	switch {
+	case k.unit != 0:
+		parts = append(parts, unitName[k.unit]+", or a duration like 250us")
+	case k.bytes:
+		parts = append(parts, "bytes, or a size like 64MiB")
+	case choices[k.key] != nil:
+		parts = append(parts, strings.Join(choices[k.key], ", "))
+	}
+	return strings.Join(append(parts, "env "+k.envName()), "; ")
 }

@@ -14,13 +14,14 @@ import (
 // struct tags, so adding a field with a yaml tag adds it everywhere at once.
 type knob struct {
 	key   string        // the yaml tag, e.g. "auth_timeout_ms"
+	help  string        // the help tag: what the knob does, for flag usage
 	index int           // field index in Config
 	unit  time.Duration // durations only: what a bare integer counts, from the key's suffix
 	bytes bool          // a byte size: also accepts "64MiB"
 }
 
 var (
-	knobs     = readKnobs()
+	knobs     = readKnobs(reflect.TypeFor[Config]())
 	knobByKey = indexKnobs(func(k knob) string { return k.key })
 	knobByEnv = indexKnobs(knob.envName)
 )
@@ -40,12 +41,14 @@ var (
 	unitName      = map[time.Duration]string{time.Millisecond: "milliseconds", time.Microsecond: "microseconds"}
 )
 
-func readKnobs() []knob {
-	t := reflect.TypeFor[Config]()
+// readKnobs reads the knobs of t, which is Config outside tests. It panics
+// on a field the loaders cannot handle, so a new field without its tags
+// fails every test rather than shipping half-wired.
+func readKnobs(t reflect.Type) []knob {
 	ks := make([]knob, 0, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
-		k := knob{key: f.Tag.Get("yaml"), index: i}
+		k := knob{key: f.Tag.Get("yaml"), help: f.Tag.Get("help"), index: i}
 		switch {
 		case f.Type == reflect.TypeFor[time.Duration]():
 			k.unit = durationUnits[k.key[max(0, strings.LastIndexByte(k.key, '_')):]]
@@ -60,6 +63,9 @@ func readKnobs() []knob {
 		}
 		if k.key == "" {
 			panic("config: field " + f.Name + " has no yaml tag")
+		}
+		if k.help == "" {
+			panic("config: field " + f.Name + " has no help tag (its one-line description in felix broker --help)")
 		}
 		ks = append(ks, k)
 	}

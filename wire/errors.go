@@ -72,6 +72,11 @@ type Error struct {
 	Code    Code
 	Retry   RetryClass
 	Message string
+	// Cause is the broker-side error this one reports, when it was built
+	// with WrapError; Unwrap returns it, so errors.Is(err,
+	// persistence.ErrPoisoned) works inside the broker. It never travels:
+	// its text is in Message, and an Error decoded from the wire has none.
+	Cause error
 }
 
 // NewError builds an Error with the code's default retry class.
@@ -79,9 +84,26 @@ func NewError(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Retry: defaultRetry[code], Message: fmt.Sprintf(format, args...)}
 }
 
-func (e *Error) Error() string {
-	return fmt.Sprintf("felix: %s: %s", e.Code, e.Message)
+// WrapError is NewError for an error caused by cause: the message is
+// format's, then ": " and cause's text, and Unwrap returns cause. Use it
+// where the broker turns a local error (a log's, a store's) into a wire
+// error, instead of formatting cause with %v, which loses it.
+func WrapError(code Code, cause error, format string, args ...any) *Error {
+	e := NewError(code, format, args...)
+	e.Message += ": " + cause.Error()
+	e.Cause = cause
+	return e
 }
+
+// Error reads "code: message". It has no "felix:" prefix: callers wrap it
+// in their own context ("subscribe to t/ns/s: not_found: …"), and a prefix
+// here would show up in the middle of that line (issue #9).
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns the cause given to WrapError, or nil.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Is matches another *Error with the same code, so errors.Is(err, ErrOverloaded) works.
 func (e *Error) Is(target error) bool {
@@ -98,6 +120,7 @@ var (
 	ErrLimitExceeded   = &Error{Code: CodeLimitExceeded}
 	ErrDraining        = &Error{Code: CodeDraining}
 	ErrInternal        = &Error{Code: CodeInternal}
+	ErrStorage         = &Error{Code: CodeStorage}
 )
 
 // CursorError is a refused start offset; the broker sends it as
@@ -109,7 +132,7 @@ type CursorError struct {
 }
 
 func (e *CursorError) Error() string {
-	return fmt.Sprintf("felix: subscribe cursor %s: offset %d; the nearest usable offset is %d", e.Reason, e.Requested, e.Available)
+	return fmt.Sprintf("cursor %s: offset %d; the nearest usable offset is %d", e.Reason, e.Requested, e.Available)
 }
 
 // AsError returns err as a wire error, wrapping anything else as internal.

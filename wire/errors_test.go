@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/getfelix/felix-go/persistence"
 )
 
 func TestErrorIs(t *testing.T) {
@@ -52,6 +55,7 @@ func TestSentinelCodes(t *testing.T) {
 		{give: ErrLimitExceeded, want: CodeLimitExceeded},
 		{give: ErrDraining, want: CodeDraining},
 		{give: ErrInternal, want: CodeInternal},
+		{give: ErrStorage, want: CodeStorage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want.String(), func(t *testing.T) {
@@ -95,12 +99,43 @@ func TestAsError(t *testing.T) {
 	})
 }
 
+// TestWrapErrorKeepsCause: a storage error built from a poisoned log's error
+// still matches persistence.ErrPoisoned (and reaches the *ErrIO behind it),
+// and still matches ErrStorage by code; the cause's text is in the message,
+// which is all that travels.
+func TestWrapErrorKeepsCause(t *testing.T) {
+	cause := &persistence.ErrIO{Op: "fsync", Path: "00000000.log", Err: syscall.EIO}
+	err := fmt.Errorf("append: %w", WrapError(CodeStorage, cause, "append to %s", "t/ns/s"))
+	if !errors.Is(err, persistence.ErrPoisoned) {
+		t.Errorf("errors.Is(%v, persistence.ErrPoisoned) = false, want true", err)
+	}
+	if !errors.Is(err, syscall.EIO) {
+		t.Errorf("errors.Is(%v, syscall.EIO) = false, want true", err)
+	}
+	if !errors.Is(err, ErrStorage) {
+		t.Errorf("errors.Is(%v, ErrStorage) = false, want true", err)
+	}
+	if errors.Is(err, ErrInternal) {
+		t.Errorf("errors.Is(%v, ErrInternal) = true, want false", err)
+	}
+	var we *Error
+	if !errors.As(err, &we) || we.Retry != RetryOutcomeUnknown {
+		t.Fatalf("errors.As(%v, *Error) = %v, want a storage error with its default retry class", err, we)
+	}
+	if want := "append to t/ns/s: " + cause.Error(); we.Message != want {
+		t.Errorf("Message = %q, want %q", we.Message, want)
+	}
+	if errors.Unwrap(NewError(CodeStorage, "x")) != nil {
+		t.Errorf("errors.Unwrap(NewError(...)) != nil: only WrapError has a cause")
+	}
+}
+
 func TestNewError(t *testing.T) {
 	err := NewError(CodeNotFound, "stream %q in %s", "s", "ns")
 	if err.Code != CodeNotFound || err.Retry != RetryAfter || err.Message != `stream "s" in ns` {
 		t.Fatalf("NewError = %+v", *err)
 	}
-	if got, want := err.Error(), `felix: not_found: stream "s" in ns`; got != want {
+	if got, want := err.Error(), `not_found: stream "s" in ns`; got != want {
 		t.Fatalf("Error() = %q, want %q", got, want)
 	}
 	if got := NewError(999, "x"); got.Retry != RetryUnknown {

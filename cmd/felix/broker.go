@@ -35,11 +35,11 @@ func newBrokerCmd() *command {
 	o := &brokerOpts{}
 	def := config.Default()
 	own := newFlagSet("broker")
-	own.StringVar(&o.listen, "listen", def.Listen, "QUIC listen address; port 0 picks a free port; env FELIX_LISTEN")
-	own.StringVar(&o.dataDir, "data-dir", def.DataDir, "folder for the generated TLS certificate; env FELIX_DATA_DIR")
+	own.StringVar(&o.listen, "listen", def.Listen, config.FlagUsage("listen"))
+	own.StringVar(&o.dataDir, "data-dir", def.DataDir, config.FlagUsage("data_dir"))
 	own.StringVar(&o.configFile, "config", "", "YAML config file of knob names (as --print-config prints them)")
-	own.StringVar(&o.addrFile, "addr-file", "", "write the bound address to this file once the broker accepts connections; env FELIX_ADDR_FILE")
-	own.StringVar(&o.logLevel, "log-level", def.LogLevel, "trace, debug, info, warn, error or disabled; env FELIX_LOG_LEVEL")
+	own.StringVar(&o.addrFile, "addr-file", "", config.FlagUsage("addr_file"))
+	own.StringVar(&o.logLevel, "log-level", def.LogLevel, config.FlagUsage("log_level"))
 	own.StringVar(&o.logFormat, "log-format", "auto", "console, json, or auto: console when stderr is a terminal, else json")
 	own.BoolVar(&o.printConfig, "print-config", false, "print the effective configuration as YAML and exit")
 

@@ -250,6 +250,33 @@ func TestBrokerConfig(t *testing.T) {
 	}
 }
 
+// TestBrokerHelp: felix broker --help describes the knobs, not only their
+// units and variables, and says what --data-dir holds (issue #9).
+func TestBrokerHelp(t *testing.T) {
+	t.Parallel()
+	r := runFelix(t, opts{}, "broker", "--help")
+	r.wantExit(t, 0)
+	for _, tt := range []struct{ flag, want string }{
+		{"--data-dir", "metadata.db (stream definitions) and the durable streams' logs"},
+		{"--pub-queue-depth", "publish batches a shard admits"},
+		{"--publish-queue-wait-timeout-ms", "0 fails at once"},
+		{"--subscriber-queue-policy", "what a full subscriber queue does"},
+		{"--subscriber-queue-max-bytes-total", "0 = off"},
+		{"--durable-retention-age-ms", "0 keeps everything"},
+		{"--replay-ring-max-bytes", "replay ring"},
+	} {
+		var line string
+		for _, l := range lines(r.stdout.String()) {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == tt.flag {
+				line = l
+			}
+		}
+		if !strings.Contains(line, tt.want) {
+			t.Errorf("felix broker --help: the %s line is %q, want it to contain %q", tt.flag, line, tt.want)
+		}
+	}
+}
+
 // TestPubCount: generated messages in batches, every one delivered in order.
 func TestPubCount(t *testing.T) {
 	t.Parallel()
@@ -279,6 +306,29 @@ func TestPubCount(t *testing.T) {
 	for i, line := range got {
 		if want := fmt.Sprintf("%04d ", i+1); len(line) != 128 || !strings.HasPrefix(line, want) {
 			t.Fatalf("message %d = %.20q... (%d bytes), want 128 bytes starting %q", i+1, line, len(line), want)
+		}
+	}
+}
+
+// TestPubCountFireAndForget: pub exits right after handing its last
+// fire-and-forget publish to the client, and Close still delivers all of
+// them: none is lost at exit.
+func TestPubCountFireAndForget(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "ff", "--count", "1000")
+	sub.waitStderrLine(t, "subscribed")
+	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "ff",
+		"--count", "1000", "--size", "16", "--ack", "none")
+	pub.wantExit(t, 0)
+	sub.wantExit(t, 0)
+	got := lines(sub.stdout.String())
+	if len(got) != 1000 {
+		t.Fatalf("sub printed %d lines, want 1000", len(got))
+	}
+	for i, line := range got {
+		if want := fmt.Sprintf("%04d ", i+1); !strings.HasPrefix(line, want) {
+			t.Fatalf("message %d = %q, want it to start %q", i+1, line, want)
 		}
 	}
 }
@@ -355,6 +405,26 @@ func TestClientErrors(t *testing.T) {
 			r.wantExit(t, 1)
 			if want := "felix: the broker refused a publish to default/default/no spaces: invalid_request: "; !strings.HasPrefix(r.stderr.String(), want) {
 				t.Errorf("stderr = %q, want it to start with %q", r.stderr, want)
+			}
+		})
+	}
+	// A broker's refusal reads once: the command's context, the code, the
+	// broker's message, and no second "felix:" (issue #9).
+	refusals := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sub", "--stream", "one-shard", "--shard", "3"},
+			"felix: subscribe to default/default/one-shard: not_found: stream default/default/one-shard has 1 shard(s); there is no shard 3\n"},
+		{[]string{"read", "--stream", "nope", "--from", "0"},
+			"felix: read default/default/nope shard 0 from 0: not_found: no stream default/default/nope\n"},
+	}
+	for _, tt := range refusals {
+		t.Run(fmt.Sprintf("refused %q", tt.args), func(t *testing.T) {
+			r := runFelix(t, opts{}, append(tt.args, "--broker", b.addr, "--ca", b.ca)...)
+			r.wantExit(t, 1)
+			if got := r.stderr.String(); got != tt.want {
+				t.Errorf("stderr = %q, want %q", got, tt.want)
 			}
 		})
 	}

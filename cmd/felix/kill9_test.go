@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -20,6 +20,7 @@ import (
 // After every restart, each acknowledged record is present once, at the
 // offset its ack named, with its content, and no offset is reused.
 func TestKill9KeepsEveryAckedRecord(t *testing.T) {
+	rng := brokertest.ChaosRand(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	type acked struct {
@@ -68,7 +69,7 @@ func TestKill9KeepsEveryAckedRecord(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond) // the kill lands at a random moment
+		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond) // the kill lands at a random moment
 		if err := p.cmd.Process.Kill(); err != nil {
 			t.Fatalf("kill: %v", err)
 		}

@@ -140,8 +140,7 @@ func run(argv []string) int {
 // returns its exit code.
 func fail(cmd *command, err error) int {
 	for line := range strings.Lines(err.Error()) {
-		// wire.Error already reads "felix: code: message"; do not say felix twice.
-		fmt.Fprintf(os.Stderr, "felix: %s\n", strings.TrimPrefix(strings.TrimRight(line, "\n"), "felix: "))
+		fmt.Fprintf(os.Stderr, "felix: %s\n", strings.TrimRight(line, "\n"))
 	}
 	if errors.As(err, new(usageError)) {
 		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", strings.TrimSpace("felix "+cmd.name))

@@ -60,7 +60,7 @@ func newPubCmd() *command {
 line of standard input, until end of input or SIGINT. With --count N,
 publishes N generated messages of --size bytes, reporting progress on stderr
 every second. Under --ack message and --ack batch, pub exits once the broker
-acknowledged every message; under --ack none, once they were handed to QUIC.
+acknowledged every message; under --ack none, once it has read them all.
 
 Examples:
   felix pub --stream orders hello world
@@ -105,20 +105,22 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 		err = p.publishLines(ctx, os.Stdin)
 	}
 	confirmed := p.sent.Load() // what the broker is known to have taken, for errors
+	// Close waits for outstanding acks and, under fire-and-forget, for the
+	// broker to have read every publish (it finishes the publish stream and
+	// waits for the broker's end of it), so nothing handed to the client is
+	// lost by exiting. Not ctx: a stdin run stopped by SIGINT still delivers
+	// what it read.
+	closeClient(c)
 	if mode == wire.AckNone {
-		confirmed = 0 // under fire-and-forget, nothing is known until the fence
+		confirmed = 0 // under fire-and-forget, the broker confirms nothing
 		if err == nil {
-			// Not ctx: a stdin run stopped by SIGINT still delivers what it read.
-			if err = p.fence(); err == nil {
-				// A broker refuses a fire-and-forget publish (overloaded, bad
-				// name) only asynchronously; after the fence any refusal has
-				// arrived. Read before Close, after which Err holds the
-				// connection's own closing error.
-				err = c.Err()
-			}
+			// A broker refuses a fire-and-forget publish (overloaded, bad
+			// name) only asynchronously, on the publish stream ahead of its
+			// end, so by now any refusal has arrived. A clean Close leaves
+			// Err nil.
+			err = c.Err()
 		}
 	}
-	closeClient(c) // waits for outstanding acks
 	elapsed := time.Since(start)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -272,30 +274,6 @@ func (p *publisher) send(ctx context.Context, payloads [][]byte) error {
 		p.count(pl)
 	}
 	return nil
-}
-
-// fenceStream is a stream name the broker refuses (wire.ValidateName
-// reserves it), so a publish to it publishes nothing.
-const fenceStream = "."
-
-// fence returns once the broker has read every publish sent before it.
-// Client.Close does not wait for that under fire-and-forget: it closes the
-// connection once the bytes are handed to QUIC, and QUIC drops what it has
-// not sent yet, so without the fence the last messages (often all of a
-// short run) are lost. An acked publish on the same QUIC stream is answered
-// in order, after everything before it; one to fenceStream is refused by
-// the broker's name check, so the answer costs a round trip and publishes
-// nothing. Drop this once Client.Close flushes the publish stream.
-func (p *publisher) fence() error {
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	st := p.stream
-	st.Name = fenceStream
-	err := p.c.Publish(ctx, st, nil, client.PublishOptions{Ack: wire.AckPerMessage})
-	if err == nil || errors.Is(err, wire.ErrInvalidRequest) {
-		return nil // refused as expected, or (an older broker) one empty message in "."
-	}
-	return err
 }
 
 func (p *publisher) count(payloads ...[]byte) {
