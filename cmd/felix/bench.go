@@ -1,73 +1,27 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
-	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/spf13/pflag"
 
-	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/loadgen"
 	"github.com/getfelix/felix-go/wire"
 )
 
-// felix bench: a load generator and meter. Publishers and subscribers run
-// in this process, so one monotonic clock times each message from the
-// publish call to its delivery: the first 8 bytes of every payload carry
-// the send time (nanoseconds since the run began; the top bit marks a
-// warmup message).
-
-const (
-	// warmBit marks a warmup message's timestamp: counted for accounting,
-	// left out of rates and latencies.
-	warmBit = uint64(1) << 63
-	// tsBytes is the timestamp's size: the smallest payload bench accepts.
-	tsBytes = 8
-	// finestPace is the shortest interval one publishing loop can keep:
-	// a rate needing a batch more often than this from every loop is refused.
-	finestPace = time.Microsecond
-	// settleAfter ends the wait for deliveries once nothing arrived for this
-	// long after publishing ended (a lossy run never reaches its total).
-	settleAfter = 2 * time.Second
-	// benchCloseTimeout bounds each client's and the broker's goodbye at the
-	// end of a run, so a wedged peer cannot stretch the run past its report.
-	benchCloseTimeout = 3 * time.Second
-	// Latencies are recorded in nanoseconds, up to a minute, 3 significant digits.
-	histMax = int64(time.Minute)
-	// Floors for the default --timeout of a --count run without --rate: the
-	// slowest delivery rate a run may have and still finish.
-	slowestDeliveries = 25_000.0
-	timeoutSlack      = 30 * time.Second
-)
-
-// The broker's drop counters summed into "dropped". Each counts batches (a
-// refused publish batch, an evicted one, a refused coalesced delivery), not
-// messages.
-var dropCounters = []string{
-	"felix_sub_queue_dropped_total",
-	"felix_sub_queue_drop_old_total",
-	"felix_lane_queue_dropped_total",
-}
+// felix bench: the flags, their checks and the report around
+// loadgen.Run, which publishes, subscribes and accounts.
 
 type benchProfile struct {
 	name     string
@@ -184,7 +138,6 @@ Examples:
 // check reports flag mistakes before anything starts, and fills in the
 // profile's defaults.
 func (o *benchOpts) check(args []string) error {
-	changed := o.flags.Changed
 	if len(args) > 0 {
 		return usagef("bench takes no arguments, got %q", args)
 	}
@@ -193,9 +146,29 @@ func (o *benchOpts) check(args []string) error {
 	default:
 		return usagef("--fsync must be none, periodic or on_commit, got %q", o.fsync)
 	}
-	if changed("fsync") && (!o.durable || o.brokerAddr != "") {
+	if o.flags.Changed("fsync") && (!o.durable || o.brokerAddr != "") {
 		return usagef("--fsync applies to --durable with the embedded broker (a running broker uses its own durable_fsync)")
 	}
+	if err := o.applyProfile(); err != nil {
+		return err
+	}
+	if err := o.checkRun(); err != nil {
+		return err
+	}
+	if o.stream != "" {
+		if err := wire.ValidateName("stream", o.stream); err != nil {
+			return usagef("--stream: %s", err.(*wire.Error).Message)
+		}
+	}
+	if o.brokerAddr == "" {
+		return o.checkEmbedded()
+	}
+	return o.checkRemote()
+}
+
+// applyProfile fills in the profile's values for the flags not given.
+func (o *benchOpts) applyProfile() error {
+	changed := o.flags.Changed
 	prof, ok := benchProfiles[o.profile]
 	if !ok {
 		return usagef("--profile: want latency or throughput, got %q", o.profile)
@@ -219,17 +192,22 @@ func (o *benchOpts) check(args []string) error {
 	if !changed("sub-conns") || o.subConns == 0 {
 		o.subConns = o.fanout
 	}
+	return nil
+}
+
+// checkRun checks the run's shape: sizes, connections, its end and pace.
+func (o *benchOpts) checkRun() error {
 	loops := o.publishers * o.inflight
 	switch {
-	case o.payload < tsBytes:
-		return usagef("--payload must be at least %d bytes (the first %d carry the send timestamp), got %d", tsBytes, tsBytes, o.payload)
+	case o.payload < loadgen.MinPayload:
+		return usagef("--payload must be at least %d bytes (the first %d carry the send timestamp), got %d", loadgen.MinPayload, loadgen.MinPayload, o.payload)
 	case o.payload > maxLineBytes:
 		return usagef("--payload %d is larger than the 16 MiB frame cap", o.payload)
 	case o.fanout < 0:
 		return usagef("--fanout must not be negative, got %d", o.fanout)
 	case o.fanout == 0 && o.profile == "latency":
 		return usagef("--fanout 0 with the latency profile: nothing would be delivered to time; give --fanout 1 or more")
-	case o.fanout == 0 && changed("sub-conns") && o.subConns > 0:
+	case o.fanout == 0 && o.flags.Changed("sub-conns") && o.subConns > 0:
 		return usagef("--sub-conns %d with --fanout 0: there are no subscribers to connect", o.subConns)
 	case o.fanout > 1000:
 		return usagef("--fanout %d: at most 1000 subscribers in one process", o.fanout)
@@ -259,10 +237,10 @@ func (o *benchOpts) check(args []string) error {
 		return usagef("--warmup must not be negative, got %d", o.warmup)
 	case math.IsNaN(o.rate) || math.IsInf(o.rate, 0) || o.rate < 0:
 		return usagef("--rate must be a finite number of msg/s, 0 or more, got %v", o.rate)
-	case o.rate > 0 && o.paceInterval() < finestPace:
+	case o.rate > 0 && o.paceInterval() < loadgen.FinestPace:
 		return usagef("--rate %.0f msg/s cannot be paced: each of the %d publishing loops would send a batch of %d every %s, "+
 			"finer than %s; at most %.0f msg/s here (raise --batch, --publishers or --inflight, or give --rate 0 for unpaced)",
-			o.rate, loops, o.batch, o.paceInterval(), finestPace, float64(o.batch*loops)/finestPace.Seconds())
+			o.rate, loops, o.batch, o.paceInterval(), loadgen.FinestPace, float64(o.batch*loops)/loadgen.FinestPace.Seconds())
 	case o.timeout < 0:
 		return usagef("--timeout must not be negative, got %s", o.timeout)
 	case o.timeout > 0 && o.duration > 0 && o.timeout <= o.duration:
@@ -270,282 +248,85 @@ func (o *benchOpts) check(args []string) error {
 	case o.connectTimeout <= 0:
 		return usagef("--connect-timeout must be positive, got %s", o.connectTimeout)
 	}
-	if o.stream != "" {
-		if err := wire.ValidateName("stream", o.stream); err != nil {
-			return usagef("--stream: %s", err.(*wire.Error).Message)
+	return nil
+}
+
+func (o *benchOpts) checkEmbedded() error {
+	for _, f := range []string{"ca", "insecure", "admin"} {
+		if o.flags.Changed(f) {
+			return usagef("--%s applies to --broker only (the embedded broker needs none)", f)
 		}
 	}
-	if o.brokerAddr == "" {
-		for _, f := range []string{"ca", "insecure", "admin"} {
-			if changed(f) {
-				return usagef("--%s applies to --broker only (the embedded broker needs none)", f)
-			}
-		}
-		switch o.policy {
-		case "block", "drop_new", "drop_old":
-		default:
-			return usagef("--policy: want block, drop_new or drop_old, got %q", o.policy)
-		}
-	} else {
-		if _, _, err := net.SplitHostPort(o.brokerAddr); err != nil {
-			return usagef("--broker: want host:port, got %q", o.brokerAddr)
-		}
-		if changed("policy") {
-			return usagef("--policy sets the embedded broker's queues; a running broker (--broker) uses its own subscriber_queue_policy")
-		}
-		if o.caFile != "" && o.insecure {
-			return usagef("--ca and --insecure contradict each other: give one")
-		}
-		if o.admin != "" {
-			if _, _, err := net.SplitHostPort(o.admin); err != nil {
-				return usagef("--admin: want host:port, got %q", o.admin)
-			}
-		}
+	switch o.policy {
+	case "block", "drop_new", "drop_old":
+	default:
+		return usagef("--policy: want block, drop_new or drop_old, got %q", o.policy)
 	}
-	if o.timeout == 0 {
-		o.timeout = o.defaultTimeout()
+	return nil
+}
+
+func (o *benchOpts) checkRemote() error {
+	if _, _, err := net.SplitHostPort(o.brokerAddr); err != nil {
+		return usagef("--broker: want host:port, got %q", o.brokerAddr)
+	}
+	if o.flags.Changed("policy") {
+		return usagef("--policy sets the embedded broker's queues; a running broker (--broker) uses its own subscriber_queue_policy")
+	}
+	if o.caFile != "" && o.insecure {
+		return usagef("--ca and --insecure contradict each other: give one")
+	}
+	if o.admin != "" {
+		if _, _, err := net.SplitHostPort(o.admin); err != nil {
+			return usagef("--admin: want host:port, got %q", o.admin)
+		}
 	}
 	return nil
 }
 
 // paceInterval is how often each publishing loop sends a batch under --rate.
 func (o *benchOpts) paceInterval() time.Duration {
-	return time.Duration(float64(o.batch*o.publishers*o.inflight) / o.rate * float64(time.Second))
+	return loadgen.Config{Batch: o.batch, Publishers: o.publishers, Inflight: o.inflight, Rate: o.rate}.PaceInterval()
 }
 
-// defaultTimeout is --duration (or the time --count takes at --rate, or at
-// a slow floor of deliveries per second), plus the warmup's and 30 s.
-func (o *benchOpts) defaultTimeout() time.Duration {
-	perMsg := func(n int) time.Duration {
-		deliveries := float64(n) * float64(max(o.fanout, 1))
-		t := deliveries / slowestDeliveries
-		if o.rate > 0 {
-			t = max(t, 1.5*float64(n)/o.rate)
-		}
-		return time.Duration(t * float64(time.Second))
+// config is the run the flags ask for; zero --timeout is left to
+// loadgen's estimate.
+func (o *benchOpts) config() loadgen.Config {
+	cfg := loadgen.Config{
+		Addr: o.brokerAddr, Admin: o.admin, Policy: o.policy, Fsync: o.fsync,
+		Stream: o.stream, Durable: o.durable,
+		Payload: int(o.payload), Batch: o.batch, Ack: o.prof.ack,
+		Fanout: o.fanout, SubConns: o.subConns, Publishers: o.publishers, Inflight: o.inflight,
+		Count: o.count, Duration: o.duration, Warmup: o.warmup, Rate: o.rate,
+		Timeout: o.timeout, ConnectTimeout: o.connectTimeout,
 	}
-	d := o.duration
-	if o.count > 0 {
-		d = perMsg(o.count)
-	}
-	return d + perMsg(o.warmup) + timeoutSlack
-}
-
-// target is the broker under test: embedded, or reached at an address.
-type target struct {
-	addr  string
-	opts  client.Options
-	drops func(context.Context) (int64, error) // nil: unknown
-	stop  func()
-}
-
-func (o *benchOpts) startTarget() (*target, error) {
 	if o.brokerAddr != "" {
-		t := &target{addr: o.brokerAddr, opts: client.Options{CAFile: o.caFile, Insecure: o.insecure}, stop: func() {}}
-		if o.admin != "" {
-			t.drops = func(ctx context.Context) (int64, error) { return scrapeDrops(ctx, o.admin) }
-		}
-		return t, nil
+		cfg.Client = client.Options{CAFile: o.caFile, Insecure: o.insecure}
 	}
-	dir, err := os.MkdirTemp("", "felix-bench-")
-	if err != nil {
-		return nil, err
+	if !o.quiet {
+		cfg.Progress = printProgress(os.Stderr)
 	}
-	cfg := config.Default()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.Admin = ""
-	cfg.DataDir = dir
-	cfg.SubscriberQueuePolicy = o.policy
-	cfg.DurableFsync = o.fsync
-	if o.policy == "block" {
-		cfg.SubscriberLaneQueuePolicy = "block" // lossless end to end, as the reference harness runs
-	}
-	b, err := broker.New(cfg)
-	if err == nil {
-		err = b.Start()
-	}
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start the embedded broker: %w", err)
-	}
-	return &target{
-		addr: b.Addr().String(),
-		opts: client.Options{CAFile: filepath.Join(dir, transport.CertFile)},
-		drops: func(context.Context) (int64, error) {
-			mfs, err := b.Metrics().Registry.Gather()
-			if err != nil {
-				return 0, err
-			}
-			var sum float64
-			for _, mf := range mfs {
-				for _, name := range dropCounters {
-					if mf.GetName() == name {
-						for _, m := range mf.GetMetric() {
-							sum += m.GetCounter().GetValue()
-						}
-					}
-				}
-			}
-			return int64(sum), nil
-		},
-		stop: func() {
-			ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-			defer cancel()
-			_ = b.Stop(ctx)
-			os.RemoveAll(dir)
-		},
-	}, nil
+	return cfg
 }
 
-// scrapeDrops sums the drop counters on a broker's /metrics page.
-func scrapeDrops(ctx context.Context, admin string) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("scrape %s/metrics: %w", admin, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("scrape %s/metrics: %s", admin, res.Status)
-	}
-	return sumCounters(res.Body, dropCounters)
-}
-
-// sumCounters adds up the samples of the named metrics in Prometheus text
-// format, over all their label sets.
-func sumCounters(r io.Reader, names []string) (int64, error) {
-	var sum float64
-	found := 0
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest, _ := strings.Cut(line, " ")
-		if i := strings.IndexByte(line, '{'); i >= 0 && i < len(name) {
-			name = line[:i]
-			j := strings.LastIndexByte(line, '}')
-			if j < 0 {
-				continue
-			}
-			rest = line[j+1:]
-		}
-		for _, n := range names {
-			if name == n {
-				fields := strings.Fields(rest)
-				if len(fields) == 0 {
-					return 0, fmt.Errorf("metrics line %q has no value", line)
-				}
-				v, err := strconv.ParseFloat(fields[0], 64)
-				if err != nil {
-					return 0, fmt.Errorf("metrics line %q: %w", line, err)
-				}
-				sum += v
-				found++
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	if found == 0 {
-		return 0, fmt.Errorf("no %s on the metrics page: is it a felix broker's admin address?", strings.Join(names, ", "))
-	}
-	return int64(sum), nil
-}
-
-// benchSub is one subscription and the goroutine reading it.
-type benchSub struct {
-	sub  *client.Subscription
-	hist *hdrhistogram.Histogram // measured latencies (ns); read after the reader exits
-
-	warm, measured atomic.Int64
-	last           atomic.Int64 // ns since base of the latest measured arrival
-	foreign        atomic.Int64 // payloads too short to be bench's
-	err            error
-}
-
-// benchLoop is one publishing loop: one publish awaiting its ack at a time.
-type benchLoop struct {
-	hist *hdrhistogram.Histogram // ack latencies (ns) of measured publishes
-}
-
-type benchRun struct {
-	o      *benchOpts
-	t      *target
-	base   time.Time
-	stream client.Stream
-
-	pubs     []*client.Client
-	subConns []*client.Client
-	subs     []*benchSub
-	// subsView is subs for the progress goroutine, republished on each append.
-	subsView atomic.Pointer[[]*benchSub]
-	loops    []*benchLoop
-	subWG    sync.WaitGroup
-	stopSubs chan struct{}
-
-	phase                       atomic.Value // string, for the progress line
-	published, measuredPub      atomic.Int64
-	warmPublished               atomic.Int64
-	refused, inDoubt            atomic.Int64
-	t0, pubEnd                  time.Duration // since base
-	drops0                      int64
-	dropsKnown                  bool
-	dropsErr                    error
-	timedOut, interrupted, lost bool
-}
-
-func (o *benchOpts) run(parent context.Context, args []string) error {
+func (o *benchOpts) run(ctx context.Context, args []string) error {
 	if err := o.check(args); err != nil {
 		return err
 	}
-	errDeadline := fmt.Errorf("the run hit its --timeout of %s", o.timeout)
-	ctx, cancel := context.WithTimeoutCause(parent, o.timeout, errDeadline)
-	defer cancel()
-
-	t, err := o.startTarget()
-	if err != nil {
-		return err
-	}
-	defer t.stop()
-
-	r := &benchRun{o: o, t: t, base: time.Now(), stopSubs: make(chan struct{})}
-	r.phase.Store("connecting")
-	name := o.stream
-	if name == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		name = "bench-" + hex.EncodeToString(b[:])
-	}
-	r.stream = client.Stream{Name: name}
-	stopProgress := r.progress()
-	runErr := r.execute(ctx)
-	stopProgress()
-	r.close()
-	if runErr != nil && ctx.Err() == nil && r.published.Load() == 0 {
+	res, runErr := loadgen.Run(ctx, o.config())
+	runErr = o.explainDialError(runErr)
+	if res == nil {
 		return runErr // failed while setting up: there is nothing to report
 	}
-	r.timedOut = errors.Is(context.Cause(ctx), errDeadline)
-	r.interrupted = parent.Err() != nil
-
-	res := r.result()
+	rep := o.report(res)
 	if !o.quiet || !o.json {
 		w := io.Writer(os.Stdout)
 		if o.json {
 			w = os.Stderr
 		}
-		res.printTable(w)
+		rep.printTable(w)
 	}
 	if o.json {
-		out, err := json.Marshal(res)
+		out, err := json.Marshal(rep)
 		if err != nil {
 			return err
 		}
@@ -553,346 +334,31 @@ func (o *benchOpts) run(parent context.Context, args []string) error {
 			return err
 		}
 	}
-	return res.verdict(runErr)
+	return rep.verdict(runErr)
 }
 
-// execute connects, subscribes, warms up, measures and waits for the
-// deliveries. It returns early, with what it has, when ctx ends.
-func (r *benchRun) execute(ctx context.Context) error {
-	o := r.o
-	dial := func() (*client.Client, error) {
-		dctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
-		defer cancel()
-		c, err := client.Dial(dctx, r.t.addr, r.t.opts)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			co := connOpts{broker: r.t.addr, caFile: o.caFile, insecure: o.insecure}
-			return nil, co.explainDialError(err)
-		}
-		return c, nil
-	}
-	for range o.subConns {
-		c, err := dial()
-		if err != nil {
-			return err
-		}
-		r.subConns = append(r.subConns, c)
-	}
-	if o.durable {
-		creator := r.subConns
-		if len(creator) == 0 {
-			c, err := dial()
-			if err != nil {
-				return err
-			}
-			r.subConns = append(r.subConns, c)
-			creator = r.subConns
-		}
-		if _, err := creator[0].CreateStream(ctx, r.stream, client.StreamConfig{Durable: true}); err != nil {
-			return fmt.Errorf("create durable stream %s: %w", r.stream.Name, err)
-		}
-	}
-	for i := range o.fanout {
-		sub, err := r.subConns[i%len(r.subConns)].Subscribe(ctx, r.stream, client.SubscribeOptions{})
-		if err != nil {
-			return fmt.Errorf("subscribe %d to %s: %w", i, r.stream.Name, err)
-		}
-		bs := &benchSub{sub: sub, hist: hdrhistogram.New(1, histMax, 3)}
-		r.subs = append(r.subs, bs)
-		view := r.subs
-		r.subsView.Store(&view)
-		r.subWG.Add(1)
-		go r.read(bs)
-	}
-	for range o.publishers {
-		c, err := dial()
-		if err != nil {
-			return err
-		}
-		r.pubs = append(r.pubs, c)
-	}
-	for range o.publishers * o.inflight {
-		r.loops = append(r.loops, &benchLoop{hist: hdrhistogram.New(1, histMax, 3)})
-	}
-	if r.t.drops != nil {
-		n, err := r.t.drops(ctx)
-		if err != nil {
-			r.dropsErr = err
-		} else {
-			r.drops0, r.dropsKnown = n, true
-		}
-	}
-
-	if o.warmup > 0 {
-		r.phase.Store("warmup")
-		if err := r.publishPhase(ctx, int64(o.warmup), 0, true); err != nil {
-			return err
-		}
-		r.waitDeliveries(ctx, r.warmPublished.Load(), func() int64 {
-			var n int64
-			for _, s := range r.subs {
-				n += s.warm.Load()
-			}
-			return n
-		})
-		if ctx.Err() != nil {
-			return nil
-		}
-	}
-
-	r.phase.Store("measuring")
-	r.t0 = time.Since(r.base)
-	err := r.publishPhase(ctx, int64(o.count), o.duration, false)
-	r.pubEnd = time.Since(r.base)
-	if err != nil {
+// explainDialError says what to do about a connection to the broker that
+// failed, as pub and sub do; other errors pass through.
+func (o *benchOpts) explainDialError(err error) error {
+	var de *loadgen.DialError
+	if !errors.As(err, &de) {
 		return err
 	}
-	r.phase.Store("draining")
-	r.waitDeliveries(ctx, r.published.Load(), r.deliveredTotal)
-	return nil
+	co := connOpts{broker: de.Addr, caFile: o.caFile, insecure: o.insecure}
+	return co.explainDialError(de.Err)
 }
 
-// read counts and times one subscription's deliveries until stopSubs.
-func (r *benchRun) read(s *benchSub) {
-	defer r.subWG.Done()
-	events := s.sub.Events()
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				s.err = s.sub.Err()
-				return
-			}
-			now := int64(time.Since(r.base))
-			if len(ev.Payload) < tsBytes {
-				s.foreign.Add(1)
-				continue
-			}
-			ts := binary.LittleEndian.Uint64(ev.Payload)
-			if ts&warmBit != 0 {
-				s.warm.Add(1)
-				continue
-			}
-			_ = s.hist.RecordValue(min(max(now-int64(ts), 1), histMax))
-			s.last.Store(now)
-			s.measured.Add(1)
-		case <-r.stopSubs:
-			return
-		}
+// printProgress returns a loadgen.Config.Progress that prints a line per
+// call on w, with the rates since the previous one.
+func printProgress(w io.Writer) func(loadgen.Progress) {
+	var last loadgen.Progress
+	return func(p loadgen.Progress) {
+		secs := (p.Elapsed - last.Elapsed).Seconds()
+		fmt.Fprintf(w, "bench %5.1fs %-10s published %s (%s/s)  delivered %s (%s/s)\n",
+			p.Elapsed.Seconds(), p.Phase, groupDigits(p.Published), siRate(float64(p.Published-last.Published)/secs),
+			groupDigits(p.Delivered), siRate(float64(p.Delivered-last.Delivered)/secs))
+		last = p
 	}
-}
-
-func (r *benchRun) deliveredTotal() int64 {
-	view := r.subsView.Load()
-	if view == nil {
-		return 0
-	}
-	var n int64
-	for _, s := range *view {
-		n += s.warm.Load() + s.measured.Load()
-	}
-	return n
-}
-
-// waitDeliveries waits until got() reaches published x fanout, nothing
-// arrives for settleAfter, or ctx ends.
-func (r *benchRun) waitDeliveries(ctx context.Context, published int64, got func() int64) {
-	want := published * int64(r.o.fanout)
-	last, lastChange := got(), time.Now()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		n := got()
-		if n >= want {
-			return
-		}
-		if n != last {
-			last, lastChange = n, time.Now()
-		} else if time.Since(lastChange) >= settleAfter {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// publishPhase runs every publishing loop until total messages are
-// published (count > 0) or for d. It returns the first error that is not
-// the broker refusing a publish as overloaded (counted, and the loop goes
-// on) or ctx's end (nil: the caller reports what it has).
-func (r *benchRun) publishPhase(ctx context.Context, total int64, d time.Duration, warm bool) error {
-	o := r.o
-	var remaining atomic.Int64
-	remaining.Store(total)
-	start := time.Now()
-	until := start.Add(d)
-	claim := func() int {
-		if d > 0 {
-			if time.Now().Before(until) {
-				return o.batch
-			}
-			return 0
-		}
-		for {
-			left := remaining.Load()
-			if left <= 0 {
-				return 0
-			}
-			n := min(int64(o.batch), left)
-			if remaining.CompareAndSwap(left, left-n) {
-				return int(n)
-			}
-		}
-	}
-	interval := time.Duration(0)
-	if o.rate > 0 {
-		interval = o.paceInterval()
-	}
-	pctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	for i, loop := range r.loops {
-		c := r.pubs[i%len(r.pubs)]
-		// Stagger the loops' schedules so together they send evenly.
-		next := start.Add(interval * time.Duration(i) / time.Duration(len(r.loops)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.publishLoop(pctx, c, loop, claim, next, interval, warm); err != nil {
-				cancel(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := context.Cause(pctx); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
-}
-
-func (r *benchRun) publishLoop(ctx context.Context, c *client.Client, loop *benchLoop, claim func() int,
-	next time.Time, interval time.Duration, warm bool) error {
-	o := r.o
-	bufs := make([][]byte, o.batch)
-	for i := range bufs {
-		bufs[i] = make([]byte, o.payload)
-		for j := tsBytes; j < len(bufs[i]); j++ {
-			bufs[i][j] = 'a' + byte(j%26)
-		}
-	}
-	opts := client.PublishOptions{Ack: o.prof.ack}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		if interval > 0 {
-			// Absolute schedule: a loop that fell behind catches up at once.
-			if wait := time.Until(next); wait > 0 {
-				timer.Reset(wait)
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					return nil
-				}
-			}
-			next = next.Add(interval)
-		}
-		n := claim()
-		if n == 0 || ctx.Err() != nil {
-			return nil
-		}
-		batch := bufs[:n]
-		sent := time.Since(r.base)
-		ts := uint64(sent)
-		if warm {
-			ts |= warmBit
-		}
-		for _, b := range batch {
-			binary.LittleEndian.PutUint64(b, ts)
-		}
-		var err error
-		if o.batch == 1 {
-			err = c.Publish(ctx, r.stream, batch[0], opts)
-		} else {
-			err = c.PublishBatch(ctx, r.stream, batch, opts)
-		}
-		acked := time.Since(r.base)
-		switch {
-		case err == nil:
-			r.published.Add(int64(n))
-			if warm {
-				r.warmPublished.Add(int64(n))
-			} else {
-				r.measuredPub.Add(int64(n))
-				_ = loop.hist.RecordValue(min(max(int64(acked-sent), 1), histMax))
-			}
-		case errors.Is(err, wire.ErrOverloaded):
-			r.refused.Add(int64(n)) // not published: the broker said so
-		case ctx.Err() != nil:
-			r.inDoubt.Add(int64(n)) // sent or not: the ack never came
-			return nil
-		default:
-			return fmt.Errorf("publish to %s after %d messages: %w", r.stream.Name, r.published.Load(), err)
-		}
-	}
-}
-
-// progress prints a line on stderr every second until the returned func is called.
-func (r *benchRun) progress() (stop func()) {
-	if r.o.quiet {
-		return func() {}
-	}
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		tick := time.NewTicker(progressEvery)
-		defer tick.Stop()
-		var lastPub, lastDel int64
-		last := time.Now()
-		for {
-			select {
-			case <-tick.C:
-			case <-done:
-				return
-			}
-			now := time.Now()
-			secs := now.Sub(last).Seconds()
-			pub, del := r.published.Load(), r.deliveredTotal()
-			fmt.Fprintf(os.Stderr, "bench %5.1fs %-10s published %s (%s/s)  delivered %s (%s/s)\n",
-				time.Since(r.base).Seconds(), r.phase.Load(), groupDigits(pub), siRate(float64(pub-lastPub)/secs),
-				groupDigits(del), siRate(float64(del-lastDel)/secs))
-			lastPub, lastDel, last = pub, del, now
-		}
-	}()
-	return func() { close(done); <-exited }
-}
-
-// close says goodbye to every connection, each within benchCloseTimeout,
-// and stops the subscription readers.
-func (r *benchRun) close() {
-	var wg sync.WaitGroup
-	closeAll := func(cs []*client.Client) {
-		for _, c := range cs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), benchCloseTimeout)
-				defer cancel()
-				_ = c.Close(ctx)
-			}()
-		}
-		wg.Wait()
-	}
-	closeAll(r.pubs)
-	close(r.stopSubs)
-	r.subWG.Wait()
-	closeAll(r.subConns)
 }
 
 // benchResult is the report: parameters, accounting, rates, latencies.
@@ -957,96 +423,41 @@ type benchResult struct {
 	subErrs  []error
 }
 
-func (r *benchRun) result() *benchResult {
-	o := r.o
-	res := &benchResult{
-		Profile: o.profile, Broker: "embedded", Policy: o.policy, Stream: r.stream.Name,
+// report is the result with the parameters that produced it, as the
+// table and --json show them.
+func (o *benchOpts) report(res *loadgen.Result) *benchResult {
+	rep := &benchResult{
+		Profile: o.profile, Broker: "embedded", Policy: o.policy, Stream: res.Stream,
 		Payload: int64(o.payload), Batch: o.batch, Ack: o.prof.ack.String(), Fanout: o.fanout,
 		Publishers: o.publishers, Inflight: o.inflight, SubConns: o.subConns,
-		Count: o.count, DurationS: o.duration.Seconds(), Warmup: o.warmup, Rate: o.rate, TimeoutS: o.timeout.Seconds(),
-		Published: r.published.Load(), Refused: r.refused.Load(), InDoubt: r.inDoubt.Load(),
-		TimedOut: r.timedOut, Interrupted: r.interrupted && !r.timedOut,
-		MeasuredPublished: r.measuredPub.Load(), DroppedUnit: "batches",
-		dropsErr: r.dropsErr,
+		Count: o.count, DurationS: o.duration.Seconds(), Warmup: o.warmup, Rate: o.rate, TimeoutS: res.Timeout.Seconds(),
+
+		Published: res.Published, Delivered: res.Delivered, Expected: res.Expected,
+		Dropped: res.Dropped, DroppedUnit: "batches", Unaccounted: res.Unaccounted,
+		Refused: res.Refused, InDoubt: res.InDoubt, Foreign: res.Foreign,
+		TimedOut: res.TimedOut, Interrupted: res.Interrupted,
+
+		MeasuredPublished: res.MeasuredPublished, MeasuredDelivered: res.MeasuredDelivered,
+		ElapsedS: res.Elapsed.Seconds(), PublishS: res.PublishTime.Seconds(),
+		MsgsPerS: res.MsgsPerS, PubMsgsPerS: res.PubMsgsPerS, DeliveriesPerS: res.DeliveriesPerS, MBPerS: res.MBPerS,
+
+		LatencySamples: res.Latency.Samples, MinUS: us(res.Latency.Min), MaxUS: us(res.Latency.Max),
+		P50US: us(res.Latency.P50), P90US: us(res.Latency.P90), P99US: us(res.Latency.P99), P999US: us(res.Latency.P999),
+
+		AckSamples: res.AckLatency.Samples, AckMaxUS: us(res.AckLatency.Max),
+		AckP50US: us(res.AckLatency.P50), AckP90US: us(res.AckLatency.P90),
+		AckP99US: us(res.AckLatency.P99), AckP999US: us(res.AckLatency.P999),
+
+		dropsErr: res.DropsErr, subErrs: res.SubErrs,
 	}
 	if o.brokerAddr != "" {
-		res.Broker, res.Policy = o.brokerAddr, "broker's own"
+		rep.Broker, rep.Policy = o.brokerAddr, "broker's own"
 	}
-	lat := hdrhistogram.New(1, histMax, 3)
-	var last int64
-	for _, s := range r.subs {
-		res.Delivered += s.warm.Load() + s.measured.Load()
-		res.MeasuredDelivered += s.measured.Load()
-		res.Foreign += s.foreign.Load()
-		last = max(last, s.last.Load())
-		lat.Merge(s.hist)
-		if s.err != nil && !errors.Is(s.err, client.ErrClosed) {
-			res.subErrs = append(res.subErrs, s.err)
-		}
-	}
-	ack := hdrhistogram.New(1, histMax, 3)
-	for _, l := range r.loops {
-		ack.Merge(l.hist)
-	}
-	res.Expected = res.Published * int64(o.fanout)
-
-	// Drops: read now, after the deliveries settled, as the change since the
-	// run connected.
-	if r.t.drops != nil && r.dropsKnown {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		n, err := r.t.drops(ctx)
-		cancel()
-		if err != nil {
-			res.dropsErr = err
-		} else {
-			d := n - r.drops0
-			res.Dropped = &d
-		}
-	}
-	missing := res.Expected - res.Delivered
-	switch {
-	case res.Dropped != nil:
-		u := missing - *res.Dropped
-		res.Unaccounted = &u
-	case missing == 0:
-		// Nothing is missing, so nothing can be unexplained, drops unknown or not.
-		res.Unaccounted = new(int64)
-	}
-
-	if r.t0 > 0 {
-		res.PublishS = (r.pubEnd - r.t0).Seconds()
-		if res.PublishS > 0 {
-			res.PubMsgsPerS = float64(res.MeasuredPublished) / res.PublishS
-		}
-		if o.fanout > 0 {
-			if last > int64(r.t0) {
-				res.ElapsedS = (time.Duration(last) - r.t0).Seconds()
-				res.DeliveriesPerS = float64(res.MeasuredDelivered) / res.ElapsedS
-				res.MsgsPerS = res.DeliveriesPerS / float64(o.fanout)
-			}
-		} else {
-			res.ElapsedS, res.MsgsPerS = res.PublishS, res.PubMsgsPerS
-			res.DeliveriesPerS = 0
-		}
-		rate := res.DeliveriesPerS
-		if o.fanout == 0 {
-			rate = res.MsgsPerS
-		}
-		res.MBPerS = rate * float64(o.payload) / 1e6
-	}
-	us := func(h *hdrhistogram.Histogram, q float64) float64 {
-		return float64(h.ValueAtQuantile(q)) / 1e3
-	}
-	if res.LatencySamples = lat.TotalCount(); res.LatencySamples > 0 {
-		res.MinUS, res.MaxUS = float64(lat.Min())/1e3, float64(lat.Max())/1e3
-		res.P50US, res.P90US, res.P99US, res.P999US = us(lat, 50), us(lat, 90), us(lat, 99), us(lat, 99.9)
-	}
-	if res.AckSamples = ack.TotalCount(); res.AckSamples > 0 {
-		res.AckMaxUS = float64(ack.Max()) / 1e3
-		res.AckP50US, res.AckP90US, res.AckP99US, res.AckP999US = us(ack, 50), us(ack, 90), us(ack, 99), us(ack, 99.9)
-	}
-	return res
+	return rep
 }
+
+// us is d in microseconds, as the report prints latencies.
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
 // verdict is the run's error: nil for a clean, balanced run. Every
 // problem also prints on stderr, loudly, before the exit.

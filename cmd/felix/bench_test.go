@@ -229,26 +229,6 @@ func TestBenchBadInput(t *testing.T) {
 	}
 }
 
-func TestSumCounters(t *testing.T) {
-	t.Parallel()
-	page := `# HELP felix_sub_queue_dropped_total Batches refused.
-# TYPE felix_sub_queue_dropped_total counter
-felix_sub_queue_dropped_total 3
-felix_sub_queue_drop_old_total 1e+01
-felix_lane_queue_dropped_total{lane="0"} 2
-felix_lane_queue_dropped_total{lane="1",x="a b"} 5
-felix_sub_queue_dropped_totally 100
-felix_delivered_messages_total 7
-`
-	got, err := sumCounters(strings.NewReader(page), dropCounters)
-	if err != nil || got != 20 {
-		t.Errorf("sumCounters = %d, %v; want 20", got, err)
-	}
-	if _, err := sumCounters(strings.NewReader("go_goroutines 5\n"), dropCounters); err == nil {
-		t.Error("a page without the drop counters: want an error")
-	}
-}
-
 func TestGroupDigits(t *testing.T) {
 	t.Parallel()
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -45000: "-45,000"} {
