@@ -17,7 +17,7 @@ import (
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/internal/brokertest"
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -987,7 +987,7 @@ func TestConnectionChurnLeavesNothing(t *testing.T) {
 	baseline := goleak.IgnoreCurrent()
 
 	for round := range 5 {
-		c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(cfg.DataDir, transport.CertFile)})
+		c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(cfg.DataDir, quicconf.CertFile)})
 		if err != nil {
 			t.Fatal(err)
 		}

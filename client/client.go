@@ -16,7 +16,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -74,7 +74,7 @@ type Options struct {
 // DefaultCAFile is where a broker started with defaults in the current
 // folder writes its self-signed certificate. Dial trusts it when present and
 // no other trust is configured, so local use needs no flags.
-var DefaultCAFile = filepath.Join("felix-data", transport.CertFile)
+var DefaultCAFile = filepath.Join("felix-data", quicconf.CertFile)
 
 func (o *Options) tls() (*tls.Config, error) {
 	if o.TLS != nil {
@@ -86,7 +86,7 @@ func (o *Options) tls() (*tls.Config, error) {
 			ca = DefaultCAFile
 		}
 	}
-	return transport.ClientTLS(ca, o.Insecure)
+	return quicconf.ClientTLS(ca, o.Insecure)
 }
 
 // Client is a connection to one broker. It is safe for concurrent use.
@@ -135,7 +135,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := quic.DialAddr(ctx, addr, tlsConf, transport.QUICConfig())
+	conn, err := quic.DialAddr(ctx, addr, tlsConf, quicconf.QUICConfig())
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}

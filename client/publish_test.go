@@ -11,6 +11,7 @@ import (
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/internal/brokertest"
+	"github.com/getfelix/felix-go/internal/quicconf"
 )
 
 // TestStalledShardHoldsOnlyItsOwnPublishes: a shard that stops taking
@@ -104,7 +105,7 @@ func TestCloseFlushesEveryPublishStream(t *testing.T) {
 		}
 		subs[i] = sub
 	}
-	opts.CAFile = filepath.Join(cfg.DataDir, "cert.pem")
+	opts.CAFile = filepath.Join(cfg.DataDir, quicconf.CertFile)
 	pub, err := client.Dial(ctx, b.Addr().String(), opts)
 	if err != nil {
 		t.Fatalf("dial: %v", err)

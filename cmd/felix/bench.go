@@ -27,7 +27,7 @@ import (
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -370,7 +370,7 @@ func (o *benchOpts) startTarget() (*target, error) {
 	}
 	return &target{
 		addr: b.Addr().String(),
-		opts: client.Options{CAFile: filepath.Join(dir, transport.CertFile)},
+		opts: client.Options{CAFile: filepath.Join(dir, quicconf.CertFile)},
 		drops: func(context.Context) (int64, error) {
 			mfs, err := b.Metrics().Registry.Gather()
 			if err != nil {
