@@ -130,7 +130,7 @@ func (ps *publishers) stream(scope wire.Scope) (*pubStream, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.mu.closed {
-		return nil, ps.c.closedErr()
+		return nil, ErrClosed
 	}
 	if p, ok := ps.mu.dedicated[scope]; ok {
 		return p, nil
