@@ -19,6 +19,7 @@ import (
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/brokertest"
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/transport"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -282,7 +283,7 @@ func TestBadInput(t *testing.T) {
 	t.Run("pre-auth/client-invalid-tenant", func(t *testing.T) {
 		ctx := testCtx(t, 10*time.Second)
 		for _, tenant := range []string{"a/b", strings.Repeat("t", wire.MaxNameLen+1), "ténant"} {
-			c, err := client.Dial(ctx, b.Addr().String(), client.Options{Tenant: tenant, CAFile: filepath.Join(cfg.DataDir, transport.CertFile)})
+			c, err := client.Dial(ctx, b.Addr().String(), client.Options{Tenant: tenant, CAFile: filepath.Join(cfg.DataDir, quicconf.CertFile)})
 			if err == nil {
 				_ = c.Close(ctx)
 				t.Fatalf("Dial with tenant %q succeeded", tenant)

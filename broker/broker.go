@@ -20,6 +20,7 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/config"
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/lanes"
 	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/metrics"
@@ -181,7 +182,7 @@ func (b *Broker) Start() error {
 		b.lanes = append(b.lanes, ref)
 	}
 
-	tlsConf, err := transport.ServerTLS(b.cfg.TLSCert, b.cfg.TLSKey, b.cfg.DataDir)
+	tlsConf, err := quicconf.ServerTLS(b.cfg.TLSCert, b.cfg.TLSKey, b.cfg.DataDir)
 	if err != nil {
 		b.abortStart()
 		return err

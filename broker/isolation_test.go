@@ -14,8 +14,8 @@ import (
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/brokertest"
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/metrics"
-	"github.com/getfelix/felix-go/transport"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -29,7 +29,7 @@ import (
 //
 // The bound tests publish 16 KiB batches (16 payloads of 1 KiB) until well
 // past what a frozen subscription can absorb outside the broker's queues:
-// the client's stream receive window (transport.QUICConfig) plus its egress
+// the client's stream receive window (quicconf.QUICConfig) plus its egress
 // share.
 
 const (
@@ -624,7 +624,7 @@ func maxDeliver(cfg config.Config, frame int64) int64 {
 // waits for credit, and a frame of rounding. subs is the number of
 // subscriptions on its connection.
 func frozenAbsorbs(cfg config.Config, subs int, frame int64) int64 {
-	window := int64(transport.QUICConfig().InitialStreamReceiveWindow)
+	window := int64(quicconf.QUICConfig().InitialStreamReceiveWindow)
 	deliver := maxDeliver(cfg, frame)
 	return window + max(cfg.SubscriberEgressMaxBytes/int64(subs), deliver) + deliver + frame
 }
@@ -956,7 +956,7 @@ func TestFrozenSubscriberKeepsConnectionUsable(t *testing.T) {
 	r := newRig(t, 60*time.Second, nil)
 	c := r.frozenClient()
 	r.subscribe(c, r.st, client.SubscribeOptions{})
-	// 2 MiB: more than a stream window holds (transport.QUICConfig), so the
+	// 2 MiB: more than a stream window holds (quicconf.QUICConfig), so the
 	// frozen stream takes all the flow-control credit it can get.
 	r.publish(r.st, 32, 1, 64*kib)
 

@@ -238,7 +238,7 @@ func TestTreeLiveMailboxDepth(t *testing.T) {
 
 	// The shard acks a publish once the batch is in the feeder's mailbox, so
 	// after each ack the depth is current. While the feeder drains, a backlog
-	// comes and goes; once the stream's QUIC window (transport.QUICConfig;
+	// comes and goes; once the stream's QUIC window (quicconf.QUICConfig;
 	// not auto-tuned, as the client reads nothing) and the 32 KiB egress
 	// budget are full, the feeder holds and every publish adds one to the
 	// depth for good. The cap is far above any window.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -52,8 +52,20 @@ type Options struct {
 	CAFile string
 	// Insecure skips certificate verification.
 	Insecure bool
-	// PublishInflightBytes bounds acked publish bytes awaiting their ack (4 MiB).
+	// PublishInflightBytes bounds each publish stream's acked publish bytes
+	// awaiting their ack (4 MiB). It is per stream so that a stalled stream's
+	// unanswered publishes cannot take the budget of the others.
 	PublishInflightBytes int64
+	// PublishShardStreams is how many QUIC streams the client dedicates to
+	// publishing, one per stream scope: the first this many scopes it
+	// publishes to get one each, first come first served, and every later
+	// scope shares one pooled stream (so a stalled pooled scope holds up the
+	// other pooled ones). A scope keeps its stream for the life of the
+	// client. Zero means 4; a negative value dedicates none, so every publish
+	// goes on the pooled stream. Each stream has its own window of acked
+	// publishes: the broker's publish window when it grants
+	// wire.FeaturePublishPipeline, else one.
+	PublishShardStreams int
 	// SubscriptionBuffer is the number of events a subscription buffers before
 	// it stops reading its stream, letting the broker's queue absorb the rest (1024).
 	SubscriptionBuffer int
@@ -62,7 +74,7 @@ type Options struct {
 // DefaultCAFile is where a broker started with defaults in the current
 // folder writes its self-signed certificate. Dial trusts it when present and
 // no other trust is configured, so local use needs no flags.
-var DefaultCAFile = filepath.Join("felix-data", transport.CertFile)
+var DefaultCAFile = filepath.Join("felix-data", quicconf.CertFile)
 
 func (o *Options) tls() (*tls.Config, error) {
 	if o.TLS != nil {
@@ -74,23 +86,23 @@ func (o *Options) tls() (*tls.Config, error) {
 			ca = DefaultCAFile
 		}
 	}
-	return transport.ClientTLS(ca, o.Insecure)
+	return quicconf.ClientTLS(ca, o.Insecure)
 }
 
 // Client is a connection to one broker. It is safe for concurrent use.
 type Client struct {
-	opts     Options
-	conn     *quic.Conn
-	features uint32
-	window   int
-	maxFrame int // the broker's max_frame_bytes; 0 means unknown
+	opts      Options
+	conn      *quic.Conn
+	features  uint32
+	ackWindow int // unanswered acked publishes per publish stream (ackWindow)
+	maxFrame  int // the broker's max_frame_bytes; 0 means unknown
 
 	ctrl    *quic.Stream
 	ctrlMu  sync.Mutex // serialises control requests' writes
 	nextReq atomic.Uint64
 	waiters sync.Map // request id -> chan wire.Message
 
-	pub *publisher
+	pubs publishers
 
 	subsMu struct {
 		sync.Mutex
@@ -113,6 +125,9 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if opts.PublishInflightBytes <= 0 {
 		opts.PublishInflightBytes = 4 << 20
 	}
+	if opts.PublishShardStreams == 0 {
+		opts.PublishShardStreams = 4
+	}
 	if opts.SubscriptionBuffer <= 0 {
 		opts.SubscriptionBuffer = 1024
 	}
@@ -120,11 +135,12 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := quic.DialAddr(ctx, addr, tlsConf, transport.QUICConfig())
+	conn, err := quic.DialAddr(ctx, addr, tlsConf, quicconf.QUICConfig())
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}
 	c := &Client{opts: opts, conn: conn, done: make(chan struct{})}
+	c.pubs.c = c
 	c.subsMu.byID = make(map[uint64]*Subscription)
 	c.subsMu.orphans = make(map[uint64]*quic.ReceiveStream)
 	c.subsMu.wait = make(map[uint64]chan *quic.ReceiveStream)
@@ -162,14 +178,14 @@ func (c *Client) handshake(ctx context.Context) error {
 	_ = ctrl.SetReadDeadline(timeZero)
 	switch m := msg.(type) {
 	case *wire.AuthOK:
-		c.features, c.window, c.maxFrame = m.ServerFeatures, m.PublishWindow, m.MaxFrameBytes
+		c.features, c.maxFrame = m.ServerFeatures, m.MaxFrameBytes
+		c.ackWindow = ackWindow(m.ServerFeatures, m.PublishWindow)
+		return nil
 	case *wire.ErrorMsg:
 		return m.Err()
 	default:
 		return fmt.Errorf("%w: handshake answered with %s", ErrProtocol, msg.Type())
 	}
-	c.pub, err = newPublisher(ctx, c)
-	return err
 }
 
 func readMessage(fr *wire.FrameReader) (wire.Message, error) {
@@ -271,12 +287,13 @@ func (c *Client) closedErr() error {
 	return ErrClosed
 }
 
-// Close ends every subscription, waits for acked publishes to be answered or
-// ctx to end, and closes the connection.
+// Close ends every subscription, waits for acked publishes to be answered
+// and fire-and-forget publishes to be read by the broker on every publish
+// stream, or ctx to end, and closes the connection.
 func (c *Client) Close(ctx context.Context) error {
-	if c.pub != nil && !c.closed.Load() {
-		c.pub.finish(ctx)
-	}
+	// finish also stops publish streams from opening, which must happen
+	// before c.wg.Wait even when the connection is already gone.
+	c.pubs.finish(ctx)
 	c.shutdown()
 	c.wg.Wait()
 	return nil

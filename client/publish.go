@@ -14,8 +14,9 @@ import (
 
 var timeZero time.Time
 
-// maxPendingWrite bounds publish bytes encoded but not yet handed to QUIC.
-// Fire-and-forget publishers wait here when the connection cannot keep up.
+// maxPendingWrite bounds a publish stream's bytes encoded but not yet handed
+// to QUIC. Fire-and-forget publishers wait here when the stream cannot keep
+// up.
 const maxPendingWrite = 4 << 20
 
 // Stream names a stream as (tenant, namespace, stream). An empty Tenant or
@@ -75,7 +76,12 @@ func (c *Client) PublishResult(ctx context.Context, s Stream, payloads [][]byte,
 	if len(payloads) == 0 {
 		return PublishResult{}, nil
 	}
-	return c.pub.publish(ctx, s.scope(c), payloads, withDefaultAck(o, wire.AckPerBatch))
+	scope := s.scope(c)
+	ps, err := c.pubs.stream(scope)
+	if err != nil {
+		return PublishResult{}, err
+	}
+	return ps.publish(ctx, scope, payloads, withDefaultAck(o, wire.AckPerBatch))
 }
 
 func withDefaultAck(o PublishOptions, mode wire.AckMode) PublishOptions {
@@ -85,11 +91,127 @@ func withDefaultAck(o PublishOptions, mode wire.AckMode) PublishOptions {
 	return o
 }
 
-// publisher owns the publish stream. Callers encode straight into a shared
+// publishers gives each stream scope its publish stream, so a shard that
+// stops taking publishes holds up only the publishes queued behind it on
+// its own QUIC stream (issue #9): the broker admits a stream's publishes in
+// order on that stream's reader, which waits up to
+// publish_queue_wait_timeout_ms on a full shard.
+//
+// The first Options.PublishShardStreams scopes the client publishes to get
+// a stream each, first come first served, for the life of the client; every
+// later scope shares one pooled stream, so a stalled pooled scope holds up
+// the other pooled scopes.
+//
+// A publish stream is keyed by the stream scope alone, not by shard. The
+// broker picks the shard from the key with the stream's routing (shard
+// count, modulo or jump), which the client does not know and which changes
+// when a stream is deleted and made again; wire.Publish has a Key but no
+// way to name a shard. Keying by scope keeps every publish this client
+// makes to one shard on one QUIC stream, so the shard's log holds them in
+// the order they were issued, at the price that a stalled shard of a
+// multi-shard stream also holds up that stream's other shards for this
+// client. Keying by (scope, key) was rejected for that order: two keys that
+// route to one shard would race on two streams, as would an unkeyed publish
+// and a keyed one that routes to shard 0.
+type publishers struct {
+	c *Client
+
+	mu struct {
+		sync.Mutex
+		dedicated map[wire.Scope]*pubStream // at most Options.PublishShardStreams
+		pooled    *pubStream                // opened when a scope first finds the dedicated streams taken
+		closed    bool                      // Close has begun: no stream opens after this
+	}
+}
+
+// stream returns scope's publish stream, opening it on the scope's first
+// publish.
+func (ps *publishers) stream(scope wire.Scope) (*pubStream, error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.mu.closed {
+		return nil, ErrClosed
+	}
+	if p, ok := ps.mu.dedicated[scope]; ok {
+		return p, nil
+	}
+	// A scope not in the map once it is full is pooled: dedicated streams
+	// are never given back, so it was pooled from its first publish on.
+	if len(ps.mu.dedicated) < ps.c.opts.PublishShardStreams {
+		p, err := ps.openLocked()
+		if err != nil {
+			return nil, err
+		}
+		if ps.mu.dedicated == nil {
+			ps.mu.dedicated = make(map[wire.Scope]*pubStream)
+		}
+		ps.mu.dedicated[scope] = p
+		return p, nil
+	}
+	if ps.mu.pooled == nil {
+		p, err := ps.openLocked()
+		if err != nil {
+			return nil, err
+		}
+		ps.mu.pooled = p
+	}
+	return ps.mu.pooled, nil
+}
+
+// openLocked opens a publish stream and starts its two goroutines. It uses
+// OpenStream, which never blocks: a client opens a handful of streams, far
+// under the broker's limit (transport's MaxIncomingStreams).
+//
+// REQUIRES: ps.mu is held and not closed, so no goroutine is added to c.wg
+// after Close has begun waiting on it.
+func (ps *publishers) openLocked() (*pubStream, error) {
+	st, err := ps.c.conn.OpenStream()
+	if err != nil {
+		return nil, fmt.Errorf("client: open publish stream: %w", ps.c.closedErrOr(err))
+	}
+	return newPubStream(ps.c, st), nil
+}
+
+// finish stops new publish streams from opening and finishes every open
+// one at once (see pubStream.finish), bounded by ctx.
+func (ps *publishers) finish(ctx context.Context) {
+	ps.mu.Lock()
+	ps.mu.closed = true
+	all := make([]*pubStream, 0, len(ps.mu.dedicated)+1)
+	for _, p := range ps.mu.dedicated {
+		all = append(all, p)
+	}
+	if ps.mu.pooled != nil {
+		all = append(all, ps.mu.pooled)
+	}
+	ps.mu.Unlock()
+	if ps.c.closed.Load() {
+		return // the connection is gone: nothing more can reach the broker
+	}
+	var wg sync.WaitGroup
+	for _, p := range all {
+		wg.Go(func() { p.finish(ctx) })
+	}
+	wg.Wait()
+}
+
+// ackWindow is how many acked publishes one publish stream may have
+// unanswered. Only a broker that grants FeaturePublishPipeline promises to
+// read ahead of its answers, up to its publish window per stream; with any
+// other broker the client waits for each ack before sending the next acked
+// publish on that stream.
+func ackWindow(features uint32, window int) int {
+	if features&wire.FeaturePublishPipeline == 0 || window <= 0 {
+		return 1
+	}
+	return window
+}
+
+// pubStream owns one publish stream. Callers encode straight into a shared
 // buffer that one goroutine hands to QUIC, so back-to-back publishes leave
 // in one write (quic-go pays per write, not per byte); acked requests are
 // remembered in write order and resolved in that order as acks arrive.
-type publisher struct {
+type pubStream struct {
 	c  *Client
 	st *quic.Stream
 
@@ -122,20 +244,16 @@ type pendingPub struct {
 	result PublishResult // from the first ack: the first record's offset
 }
 
-func newPublisher(ctx context.Context, c *Client) (*publisher, error) {
-	st, err := c.conn.OpenStreamSync(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("client: open publish stream: %w", err)
-	}
-	p := &publisher{c: c, st: st, wake: make(chan struct{}, 1), acksDone: make(chan struct{})}
+func newPubStream(c *Client, st *quic.Stream) *pubStream {
+	p := &pubStream{c: c, st: st, wake: make(chan struct{}, 1), acksDone: make(chan struct{})}
 	p.mu.changed = make(chan struct{})
 	c.wg.Add(2)
 	go p.writeLoop()
 	go p.readAcks()
-	return p, nil
+	return p
 }
 
-func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]byte, o PublishOptions) (PublishResult, error) {
+func (p *pubStream) publish(ctx context.Context, scope wire.Scope, payloads [][]byte, o PublishOptions) (PublishResult, error) {
 	if len(o.Key) > wire.MaxKeyLen {
 		return PublishResult{}, fmt.Errorf("client: routing key of %d bytes, at most %d", len(o.Key), wire.MaxKeyLen)
 	}
@@ -160,7 +278,8 @@ func (p *publisher) publish(ctx context.Context, scope wire.Scope, payloads [][]
 			return PublishResult{}, err
 		}
 		roomInBuf := len(p.mu.buf) < maxPendingWrite
-		roomInflight := mode == wire.AckNone || p.mu.inflight == 0 || p.mu.inflight+size <= p.c.opts.PublishInflightBytes
+		roomInflight := mode == wire.AckNone ||
+			len(p.mu.fifo) < p.c.ackWindow && (p.mu.inflight == 0 || p.mu.inflight+size <= p.c.opts.PublishInflightBytes)
 		if roomInBuf && roomInflight {
 			break
 		}
@@ -223,7 +342,7 @@ func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []by
 }
 
 // writeLoop hands encoded publishes to QUIC; it exits when the client closes.
-func (p *publisher) writeLoop() {
+func (p *pubStream) writeLoop() {
 	defer p.c.wg.Done()
 	var spare []byte
 	for {
@@ -256,13 +375,13 @@ func (p *publisher) writeLoop() {
 }
 
 // REQUIRES: p.mu is held.
-func (p *publisher) broadcastLocked() {
+func (p *pubStream) broadcastLocked() {
 	close(p.mu.changed)
 	p.mu.changed = make(chan struct{})
 }
 
 // readAcks resolves acked publishes in order; it exits when the stream ends.
-func (p *publisher) readAcks() {
+func (p *pubStream) readAcks() {
 	defer p.c.wg.Done()
 	defer close(p.acksDone)
 	fr := wire.NewFrameReader(p.st, 16<<20)
@@ -300,7 +419,7 @@ func (p *publisher) readAcks() {
 	}
 }
 
-func (p *publisher) resolve(ack wire.Ack) error {
+func (p *pubStream) resolve(ack wire.Ack) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.mu.fifo) == 0 || p.mu.fifo[0].id != ack.RequestID {
@@ -325,7 +444,7 @@ func (p *publisher) resolve(ack wire.Ack) error {
 	return nil
 }
 
-func (p *publisher) failAll(err error) {
+func (p *pubStream) failAll(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.err == nil {
@@ -342,7 +461,7 @@ func (p *publisher) failAll(err error) {
 
 // drain waits until every acked publish is answered and every buffered
 // fire-and-forget publish is handed to QUIC, or ctx ends.
-func (p *publisher) drain(ctx context.Context) {
+func (p *pubStream) drain(ctx context.Context) {
 	for {
 		p.mu.Lock()
 		idle := len(p.mu.fifo) == 0 && len(p.mu.buf) == 0 && !p.mu.writing
@@ -367,7 +486,7 @@ func (p *publisher) drain(ctx context.Context) {
 // the connection after this loses nothing: CloseWithError discards data
 // QUIC has not sent yet, and without this the last fire-and-forget
 // publishes of a client that closes right after sending them were lost.
-func (p *publisher) finish(ctx context.Context) {
+func (p *pubStream) finish(ctx context.Context) {
 	p.drain(ctx)
 	p.mu.Lock()
 	writing := p.mu.writing

@@ -10,7 +10,7 @@ import (
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/internal/quicconf"
 )
 
 // embeddedStopTimeout bounds the embedded broker's shutdown at the end of a
@@ -64,7 +64,7 @@ func startEmbedded(cfg Config) (*target, error) {
 	}
 	return &target{
 		addr: b.Addr().String(),
-		opts: client.Options{CAFile: filepath.Join(dir, transport.CertFile)},
+		opts: client.Options{CAFile: filepath.Join(dir, quicconf.CertFile)},
 		// Read the registry directly: the embedded broker serves no admin
 		// address, and there is no text to parse.
 		drops: func(context.Context) (int64, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/rs/zerolog"
 
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/service"
 )
 
@@ -40,33 +41,6 @@ type Config struct {
 	OnConnection func(event string)
 }
 
-// QUICConfig returns the quic-go settings shared by broker and client.
-//
-// The receive windows are what keeps one frozen subscription from stalling
-// its whole connection. Data a client has not read counts against both its
-// stream's window and the connection's; if one stream's window can grow as
-// large as the connection's, one subscription that stops reading blocks
-// every other stream of the connection, control answers included (seen in
-// TestSlowConsumerIsolation with quic-go's defaults). So the connection
-// window starts large and a stream's stays a small fraction of it: 16
-// frozen streams, not one, would be needed to fill it.
-func QUICConfig() *quic.Config {
-	return &quic.Config{
-		MaxIdleTimeout:                 30 * time.Second,
-		KeepAlivePeriod:                5 * time.Second,
-		MaxIncomingStreams:             1024,
-		MaxIncomingUniStreams:          16384,
-		InitialStreamReceiveWindow:     512 << 10,
-		MaxStreamReceiveWindow:         4 << 20,
-		InitialConnectionReceiveWindow: 64 << 20,
-		MaxConnectionReceiveWindow:     64 << 20,
-		// Lets a reset event stream still deliver its EventStreamHello
-		// (see openEventStream): without it a stream reset before the
-		// client read the hello vanished, and Subscribe waited forever.
-		EnableStreamResetPartialDelivery: true,
-	}
-}
-
 // Server accepts QUIC connections and serves them.
 type Server struct {
 	cfg     Config
@@ -84,7 +58,7 @@ type Server struct {
 
 // Listen binds addr and starts accepting. The returned server is serving.
 func Listen(addr string, tlsConf *tls.Config, cfg Config, backend service.Service) (*Server, error) {
-	ln, err := quic.ListenAddr(addr, tlsConf, QUICConfig())
+	ln, err := quic.ListenAddr(addr, tlsConf, quicconf.QUICConfig())
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen %s: %w", addr, err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/internal/quicconf"
 )
 
 // stopTimeout bounds a clean shutdown: connections closed, actors stopped.
@@ -112,7 +112,7 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 		return err
 	}
 	if cfg.TLSCert == "" {
-		log.Info().Str("ca", filepath.Join(cfg.DataDir, transport.CertFile)).
+		log.Info().Str("ca", filepath.Join(cfg.DataDir, quicconf.CertFile)).
 			Msg("self-signed certificate: clients in this folder trust it; elsewhere pass --ca with this file")
 	}
 

@@ -11,7 +11,7 @@ import (
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/internal/quicconf"
 )
 
 // Config returns a default config listening on a free loopback port, with
@@ -50,7 +50,7 @@ func Dial(tb testing.TB, b *broker.Broker, cfg config.Config) *client.Client {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(cfg.DataDir, transport.CertFile)})
+	c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(cfg.DataDir, quicconf.CertFile)})
 	if err != nil {
 		tb.Fatalf("client.Dial: %v", err)
 	}

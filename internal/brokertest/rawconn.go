@@ -13,7 +13,7 @@ import (
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -24,7 +24,7 @@ func DialOptions(tb testing.TB, b *broker.Broker, cfg config.Config, opts client
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if opts.TLS == nil && opts.CAFile == "" && !opts.Insecure {
-		opts.CAFile = filepath.Join(cfg.DataDir, transport.CertFile)
+		opts.CAFile = filepath.Join(cfg.DataDir, quicconf.CertFile)
 	}
 	c, err := client.Dial(ctx, b.Addr().String(), opts)
 	if err != nil {
@@ -49,13 +49,13 @@ type RawConn struct {
 // closed when tb ends.
 func DialRaw(tb testing.TB, b *broker.Broker, cfg config.Config) *RawConn {
 	tb.Helper()
-	tlsConf, err := transport.ClientTLS(filepath.Join(cfg.DataDir, transport.CertFile), false)
+	tlsConf, err := quicconf.ClientTLS(filepath.Join(cfg.DataDir, quicconf.CertFile), false)
 	if err != nil {
 		tb.Fatalf("client TLS: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := quic.DialAddr(ctx, b.Addr().String(), tlsConf, transport.QUICConfig())
+	conn, err := quic.DialAddr(ctx, b.Addr().String(), tlsConf, quicconf.QUICConfig())
 	if err != nil {
 		tb.Fatalf("quic dial %s: %v", b.Addr(), err)
 	}

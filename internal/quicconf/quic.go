@@ -1,0 +1,38 @@
+// Package quicconf holds the QUIC and TLS settings the broker's transport
+// and the Go client share: the quic-go config, TLS 1.3 with the felix/1
+// ALPN, and the broker's self-signed certificate. It exists so that the
+// client need not import transport, which is the broker's side of the wire.
+package quicconf
+
+import (
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// QUICConfig returns the quic-go settings shared by broker and client.
+//
+// The receive windows are what keeps one frozen subscription from stalling
+// its whole connection. Data a client has not read counts against both its
+// stream's window and the connection's; if one stream's window can grow as
+// large as the connection's, one subscription that stops reading blocks
+// every other stream of the connection, control answers included (seen in
+// TestSlowConsumerIsolation with quic-go's defaults). So the connection
+// window starts large and a stream's stays a small fraction of it: 16
+// frozen streams, not one, would be needed to fill it.
+func QUICConfig() *quic.Config {
+	return &quic.Config{
+		MaxIdleTimeout:                 30 * time.Second,
+		KeepAlivePeriod:                5 * time.Second,
+		MaxIncomingStreams:             1024,
+		MaxIncomingUniStreams:          16384,
+		InitialStreamReceiveWindow:     512 << 10,
+		MaxStreamReceiveWindow:         4 << 20,
+		InitialConnectionReceiveWindow: 64 << 20,
+		MaxConnectionReceiveWindow:     64 << 20,
+		// Lets a reset event stream still deliver its EventStreamHello
+		// (see transport.openEventStream): without it a stream reset before the
+		// client read the hello vanished, and Subscribe waited forever.
+		EnableStreamResetPartialDelivery: true,
+	}
+}
