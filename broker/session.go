@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -170,9 +171,9 @@ func (s *session) admit(p *wire.Publish, done transport.PublishDone) error {
 		if err != nil {
 			return err
 		}
-		var shardDone func(uint64, bool, error)
+		var shardDone func(streams.PublishResult)
 		if done != nil {
-			shardDone = func(base uint64, durable bool, err error) { done(base, durable, err) }
+			shardDone = func(r streams.PublishResult) { done(r.Base, r.Durable, r.Err) }
 		}
 		switch ref.Mailbox.TryPost(&streams.Publish{Payloads: p.Payloads, Done: shardDone}, s.b.cfg.PublishQueueWaitTimeout) {
 		case actors.Posted, actors.PostedEvicting:
@@ -183,6 +184,9 @@ func (s *session) admit(p *wire.Publish, done transport.PublishDone) error {
 				// the registry makes a new one.
 				s.forgetStream(p.Scope)
 				continue
+			}
+			if _, err := ref.Log(context.Background()); ref.Durable && err != nil {
+				return err // its log did not open (stopped shards have finished opening)
 			}
 			return wire.NewError(wire.CodeShardUnavailable, "stream %s is not available", p.Scope)
 		default:
@@ -211,6 +215,16 @@ func (s *session) Subscribe(req *wire.Subscribe, open func(uint64) (transport.Ev
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if ref.Durable {
+		// The shard opens its log after it started; a log that will not
+		// open refuses the subscription here, before anything is spawned.
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		_, err = ref.Log(ctx)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	// An in-memory stream's history is its replay ring, and its offsets are
 	// not shown to clients: it can start at the latest record, or at the
@@ -482,7 +496,11 @@ const maxCatchUpPasses = 4
 // releases the feeder at the next offset; a gap after that ends the
 // subscription as lagged. History below live is never dropped.
 func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventSink, feeder *actor.PID, queue *actors.Mailbox, offsets bool, from, live uint64, register func(next uint64) error) {
-	next, err := s.replay(sink, ref.Log, offsets, from, live)
+	log, err := ref.Log(context.Background()) // open: Subscribe waited for it
+	next := from
+	if err == nil {
+		next, err = s.replay(sink, log, offsets, from, live)
+	}
 	for pass := 0; err == nil && pass < maxCatchUpPasses; pass++ {
 		took := 0
 		for err == nil {
@@ -499,7 +517,7 @@ func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventS
 				continue // already written from the log
 			}
 			if env.Base > next { // a hole: the queue dropped these
-				if next, err = s.replay(sink, ref.Log, offsets, next, env.Base); err != nil {
+				if next, err = s.replay(sink, log, offsets, next, env.Base); err != nil {
 					break
 				}
 			}
@@ -515,8 +533,8 @@ func (s *session) resume(id uint64, ref *streams.ShardRef, sink transport.EventS
 		// batch reveals: read up to the log's committed end too. Batches
 		// read here and delivered to the queue later are skipped by the
 		// feeder as already seen.
-		if c := ref.Log.Committed(); err == nil && c > next {
-			next, err = s.replay(sink, ref.Log, offsets, next, c)
+		if c := log.Committed(); err == nil && c > next {
+			next, err = s.replay(sink, log, offsets, next, c)
 			took++
 		}
 		if took == 0 {

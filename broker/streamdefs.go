@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"time"
 
 	"github.com/getfelix/felix-go/metadata"
@@ -141,7 +142,12 @@ func (s *session) ReadStream(req *wire.StreamRead) (*wire.StreamRecords, error) 
 	if err != nil {
 		return nil, err
 	}
-	log := ref.Log
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	log, err := ref.Log(ctx)
+	if err != nil {
+		return nil, err
+	}
 	committed, start := log.Committed(), log.StartOffset()
 	switch {
 	case req.From > committed:

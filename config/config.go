@@ -55,6 +55,9 @@ type Config struct {
 	SubscriberQueueMaxBytesTotal int64 `yaml:"subscriber_queue_max_bytes_total"`
 	// SubscriberQueuePolicy is drop_new, drop_old or block.
 	SubscriberQueuePolicy string `yaml:"subscriber_queue_policy"`
+	// SubscriberBlockMaxWait bounds how long a shard waits on one full
+	// subscriber under block; past it the subscriber is evicted (30000 ms).
+	SubscriberBlockMaxWait time.Duration `yaml:"subscriber_block_max_wait_ms"`
 	// SubscriberEgressMaxBytes bounds one connection's bytes in lanes and writer (256 MiB).
 	SubscriberEgressMaxBytes int64 `yaml:"subscriber_egress_max_bytes"`
 	// SubscriberWriterLanes is the number of lane actors (4).

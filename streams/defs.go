@@ -37,8 +37,8 @@ func (d Def) sameSettings(o Def) bool {
 
 // DefStore keeps explicit stream definitions across restarts. The registry
 // calls it inside Receive: stream administration is rare and must be
-// serialised with shard creation, so this is the one actor that does I/O,
-// and only for admin requests, never on the publish path.
+// serialised with shard lookups, and the registry has no children, so a
+// failure here costs no subscription. Never on the publish path.
 type DefStore interface {
 	PutStream(Def) error
 	DeleteStream(Def) error
@@ -180,12 +180,7 @@ func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 		}
 	}
 	delete(r.defs, msg.Scope)
-	for k, ref := range r.shards {
-		if k.scope == msg.Scope {
-			ctx.Stop(ref.PID)
-			delete(r.shards, k)
-		}
-	}
+	ctx.Send(r.shards, &stopShards{scope: msg.Scope})
 	if d.Durable && r.cfg.RemoveLogs != nil {
 		r.cfg.RemoveLogs(d)
 	}
