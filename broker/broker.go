@@ -68,7 +68,8 @@ type Broker struct {
 	selector   *lanes.Selector
 	queueTotal *actors.ByteBudget
 
-	registry    *actor.PID
+	registry    *actor.PID // stream definitions
+	shards      *actor.PID // the shard supervisor
 	subscribers *actor.PID
 	sessions    *actor.PID
 	lanesSup    *actor.PID
@@ -150,23 +151,29 @@ func (b *Broker) Start() error {
 
 	// spawn starts a top-level supervisor; props is built by mk with the
 	// callback that captures its mailbox for the directory.
-	spawn := func(name string, kind actors.Kind, mk func(created func(*actors.Mailbox)) *actor.Props) *actor.PID {
+	spawn := func(name string, labels map[string]string, mk func(created func(*actors.Mailbox)) *actor.Props) *actor.PID {
 		if err != nil {
 			return nil
 		}
 		var mb *actors.Mailbox
 		var pid *actor.PID
 		pid, err = root.SpawnNamed(mk(func(m *actors.Mailbox) { mb = m }), b.name+"/"+name)
-		b.dir.Add(pid, actors.KindSupervisor, mb, map[string]string{"children": string(kind)})
+		b.dir.Add(pid, actors.KindSupervisor, mb, labels)
 		return pid
 	}
-	b.registry = spawn("streams", actors.KindShard, func(created func(*actors.Mailbox)) *actor.Props {
-		return streams.RegistryProps(b.registryConfig(), created)
+	// The shards keep their paths under felix/streams; the definitions'
+	// owner is a sibling, so its restart stops no shard.
+	streamsCfg := b.registryConfig()
+	b.shards = spawn("streams", children(actors.KindShard), func(created func(*actors.Mailbox)) *actor.Props {
+		return streams.ShardSupervisorProps(streamsCfg, created)
 	})
-	b.sessions = spawn("sessions", actors.KindSession, b.supervisorProps(actors.KindSession))
-	b.subscribers = spawn("subscribers", actors.KindFeeder, b.supervisorProps(actors.KindFeeder))
-	b.lanesSup = spawn("lanes", actors.KindLane, b.supervisorProps(actors.KindLane))
-	b.connections = spawn("connections", actors.KindConnWriter, b.supervisorProps(actors.KindConnWriter))
+	b.sessions = spawn("sessions", children(actors.KindSession), b.supervisorProps(actors.KindSession))
+	b.registry = spawn("registry", map[string]string{"owns": "stream_definitions"}, func(created func(*actors.Mailbox)) *actor.Props {
+		return streams.RegistryProps(streamsCfg, b.shards, created)
+	})
+	b.subscribers = spawn("subscribers", children(actors.KindFeeder), b.supervisorProps(actors.KindFeeder))
+	b.lanesSup = spawn("lanes", children(actors.KindLane), b.supervisorProps(actors.KindLane))
+	b.connections = spawn("connections", children(actors.KindConnWriter), b.supervisorProps(actors.KindConnWriter))
 	if err != nil {
 		b.abortStart()
 		return fmt.Errorf("broker: spawn supervisors: %w", err)
@@ -277,7 +284,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 }
 
 func (b *Broker) stopActors() {
-	for _, pid := range []*actor.PID{b.sessions, b.connections, b.lanesSup, b.subscribers, b.registry} {
+	for _, pid := range []*actor.PID{b.sessions, b.connections, b.lanesSup, b.subscribers, b.registry, b.shards} {
 		if pid == nil {
 			continue
 		}
@@ -332,6 +339,7 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 			RingBytes:         b.cfg.ReplayRingMaxBytes,
 			RingTotal:         actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
 			RetentionInterval: b.cfg.DurableRetentionInterval,
+			BlockMaxWait:      b.cfg.SubscriberBlockMaxWait,
 			OnBlocked: func(waiting bool) {
 				if waiting {
 					b.metrics.ShardsBlocked.Inc()
@@ -352,6 +360,11 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 			b.dir.Add(pid, actors.KindShard, mb, map[string]string{"stream": scope.String(), "shard": fmt.Sprint(shard)})
 		},
 	}
+}
+
+// children labels a supervisor in the directory with its children's kind.
+func children(kind actors.Kind) map[string]string {
+	return map[string]string{"children": string(kind)}
 }
 
 // supervisorProps returns a props builder for a plain supervisor of kind.

@@ -13,6 +13,9 @@ func (b *Broker) countFanout(st *streams.FanoutStats) {
 	if st.BlockedFor > 0 {
 		b.metrics.SubQueueBlocked.Inc()
 	}
+	if st.Evicted > 0 {
+		b.metrics.SubBlockEvicted.Add(float64(st.Evicted))
+	}
 }
 
 // countSubQueueDrop is every feeder mailbox's drop hook.

@@ -974,3 +974,38 @@ func TestFrozenSubscriberKeepsConnectionUsable(t *testing.T) {
 		t.Fatalf("event for a second subscription on the frozen subscriber's connection: %v", err)
 	}
 }
+
+// TestBoundBlockMaxWait: under block a shard waits on a full subscriber at
+// most subscriber_block_max_wait_ms; past it that subscription ends (with
+// an error on an in-memory stream), is counted, and the shard moves on:
+// the publisher finishes and the healthy subscriber gets everything. It
+// used to wait for ever.
+func TestBoundBlockMaxWait(t *testing.T) {
+	const capacity, batches = 8, 100
+	r := newRig(t, 60*time.Second, func(c *config.Config) {
+		c.SubscriberQueuePolicy = "block"
+		c.SubscriberLaneQueuePolicy = "block"
+		c.SubscriberQueueCapacity = capacity
+		c.SubscriberEgressMaxBytes = 64 * kib
+		c.SubscriberBlockMaxWait = 200 * time.Millisecond
+	})
+	frozen := r.subscribe(r.frozenClient(), r.st, client.SubscribeOptions{})
+	healthy := readAll(r.ctx, r.subscribe(brokertest.Dial(t, r.b, r.cfg), r.st, client.SubscribeOptions{}), batches*isoPer)
+	var acked atomic.Int64
+	if err := publishBatches(r.ctx, r.pub, r.st, 0, batches, isoPer, isoSize, &acked); err != nil {
+		t.Fatalf("publisher with a frozen subscriber under block and a 200 ms max wait: %v", err)
+	}
+	healthy.wait(t, r.ctx, "healthy subscriber", stallLimit)
+	healthy.checkAll(t, "healthy subscriber", batches*isoPer)
+	if got := r.value("felix_sub_block_evicted_total"); got != 1 {
+		t.Errorf("felix_sub_block_evicted_total = %v, want 1", got)
+	}
+	for {
+		if _, err := frozen.Next(r.ctx); err != nil {
+			if !errors.Is(err, client.ErrSubscriptionEnded) {
+				t.Fatalf("the evicted subscription ended with %v, want ErrSubscriptionEnded", err)
+			}
+			break
+		}
+	}
+}

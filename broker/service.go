@@ -206,6 +206,9 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 				c.forgetStream(p.Scope)
 				continue
 			}
+			if _, err := ref.Log(ctx); ref.Durable && err != nil {
+				return err // its log did not open (a stopped shard has finished opening)
+			}
 			return wire.NewError(wire.CodeShardUnavailable, "stream %s is not available", p.Scope)
 		default:
 			return wire.NewError(wire.CodeOverloaded, "publish_queue_full: stream %s did not take the publish within %s", p.Scope, wait)
@@ -217,8 +220,8 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams.Publish {
 	sp := &streams.Publish{Payloads: p.Payloads}
 	if done != nil {
-		sp.Done = func(base uint64, durable bool, err error) {
-			done(service.PublishResult{Offset: base, Durable: durable, Err: err})
+		sp.Done = func(r streams.PublishResult) {
+			done(service.PublishResult{Offset: r.Base, Durable: r.Durable, Err: r.Err})
 		}
 	}
 	return sp

@@ -135,7 +135,10 @@ func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, e
 	if err != nil {
 		return nil, err
 	}
-	log := ref.Log
+	log, err := ref.Log(ctx)
+	if err != nil {
+		return nil, err
+	}
 	committed, start := log.Committed(), log.StartOffset()
 	switch {
 	case req.From > committed:

@@ -84,6 +84,11 @@ func (c *conn) subscribeShard(ctx context.Context, req *service.Subscribe) (*str
 		c.forgetStream(req.Scope) // the stream may have been recreated with more shards
 		ref, err = c.shard(ctx, req.Scope, req.Shard)
 	}
+	if err == nil && ref.Durable {
+		// A durable shard opens its log after it starts: a log that will
+		// not open refuses the subscription before anything is spawned.
+		_, err = ref.Log(ctx)
+	}
 	return ref, err
 }
 
@@ -172,7 +177,11 @@ func (c *conn) startFrom(req *service.Subscribe, ref *streams.ShardRef, added *s
 		from = req.Offset
 	}
 	if ref.Durable {
-		return &subscribers.Start{Log: ref.Log, From: from, Live: added.Live}, nil
+		log, err := ref.Log(context.Background()) // open: subscribeShard waited for it
+		if err != nil {
+			return nil, err
+		}
+		return &subscribers.Start{Log: log, From: from, Live: added.Live}, nil
 	}
 	// The ring holds whole batches: start at the one holding from.
 	for len(backlog) > 0 && backlog[0].Base+uint64(backlog[0].Len()) <= from {

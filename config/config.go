@@ -60,6 +60,9 @@ type Config struct {
 	SubscriberQueueMaxBytesTotal int64 `yaml:"subscriber_queue_max_bytes_total" help:"payload bytes held for all subscriptions together; 0 = off"`
 	// SubscriberQueuePolicy is drop_new, drop_old or block.
 	SubscriberQueuePolicy string `yaml:"subscriber_queue_policy" help:"what a full subscriber queue does with the next batch"`
+	// SubscriberBlockMaxWait bounds how long a shard waits on one full
+	// subscriber under block; past it the subscriber is evicted (30000 ms).
+	SubscriberBlockMaxWait time.Duration `yaml:"subscriber_block_max_wait_ms" help:"under block, how long a shard waits on one full subscriber before it ends that subscription (lagged on a durable stream)"`
 	// SubscriberEgressMaxBytes bounds one connection's bytes in lanes and writer (256 MiB).
 	SubscriberEgressMaxBytes int64 `yaml:"subscriber_egress_max_bytes" help:"frame bytes one connection's subscriptions may have between their queues and the network; 0 = no bound"`
 	// SubscriberWriterLanes is the number of lane actors (4).

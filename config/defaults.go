@@ -52,6 +52,10 @@ func Default() Config {
 		SubscriberLaneShard:           "auto",     // spec: Internals: Subscribe & Fanout, Lane assignment
 		SubscriberSingleWriterPerConn: false,      // reference §3.1 Subscribe (true is only the latency profile's choice)
 
+		// Ours (issue #9): outlasts a reader's pause (a GC, a slow disk);
+		// past it publishers see the stalled reader evicted, not a hang.
+		SubscriberBlockMaxWait: 30 * time.Second,
+
 		EventBatchMaxEvents: 64,                     // spec: Publish/Subscribe, Batching, Broker side
 		EventBatchMaxBytes:  int(64 * kib),          // spec: Publish/Subscribe, Batching, Broker side
 		EventBatchMaxDelay:  250 * time.Microsecond, // spec: Publish/Subscribe, Batching, Broker side

@@ -79,6 +79,9 @@ func (c Config) Validate() error {
 		bad("subscriber_queue_max_bytes_total", "%d is smaller than subscriber_queue_max_bytes %d", t, one)
 	}
 	oneOf("subscriber_queue_policy", c.SubscriberQueuePolicy)
+	if c.SubscriberBlockMaxWait <= 0 {
+		bad("subscriber_block_max_wait_ms", "must be positive, got %s", c.SubscriberBlockMaxWait)
+	}
 	atLeast("subscriber_egress_max_bytes", c.SubscriberEgressMaxBytes, 0)
 	atLeast("subscriber_writer_lanes", int64(c.SubscriberWriterLanes), 1)
 	atLeast("subscriber_lane_queue_depth", int64(c.SubscriberLaneQueueDepth), 1)

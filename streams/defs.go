@@ -37,8 +37,8 @@ func (d Def) sameSettings(o Def) bool {
 
 // DefStore keeps explicit stream definitions across restarts. The registry
 // calls it inside Receive: stream administration is rare and must be
-// serialised with shard creation, so this is the one actor that does I/O,
-// and only for admin requests, never on the publish path.
+// serialised with shard lookups, and the registry has no children, so a
+// failure here costs no subscription. Never on the publish path.
 type DefStore interface {
 	PutStream(Def) error
 	DeleteStream(Def) error
@@ -127,7 +127,7 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 	}
 	if r.cfg.Store != nil {
 		if err := r.cfg.Store.PutStream(d); err != nil {
-			ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeStorage, "%v", err)})
+			ctx.Respond(&StreamResult{Err: wire.WrapError(wire.CodeStorage, err, "stream definitions")})
 			return
 		}
 	}
@@ -175,17 +175,12 @@ func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 	}
 	if r.cfg.Store != nil && !d.Implicit {
 		if err := r.cfg.Store.DeleteStream(d); err != nil {
-			ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeStorage, "%v", err)})
+			ctx.Respond(&StreamResult{Err: wire.WrapError(wire.CodeStorage, err, "stream definitions")})
 			return
 		}
 	}
 	delete(r.defs, msg.Scope)
-	for k, ref := range r.shards {
-		if k.scope == msg.Scope {
-			ctx.Stop(ref.PID)
-			delete(r.shards, k)
-		}
-	}
+	ctx.Send(r.shards, &stopShards{scope: msg.Scope})
 	if d.Durable && r.cfg.RemoveLogs != nil {
 		r.cfg.RemoveLogs(d)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/wire"
 )
 
 // Log is what a durable shard needs from its log; the broker adapts
@@ -52,53 +53,44 @@ const defaultRetentionInterval = 10 * time.Second
 type durableWait struct {
 	upTo uint64
 	env  *Envelope
-	p    *Publish
+	pe   *pending
 }
 
 // durableDone tells the shard a batch's fsync finished (err nil) or failed.
 type durableDone struct {
 	actors.ControlMessage
-	env *Envelope
-	p   *Publish
+	durableWait
 	err error
 }
 
 // enforceRetention is the shard's retention tick.
 type enforceRetention struct{ actors.ControlMessage }
 
-func (s *shard) handleStarted(ctx actor.Context) {
-	if s.log == nil || s.retentionTimer != nil {
-		return // in memory, or a restart: the waiter and timer still run
+// openLog opens the log, starts the waiter (on_commit) and the retention
+// ticker, and tells readers through the ShardRef.
+func (s *shard) openLog(self *actor.PID) error {
+	log, onCommit, err := s.open()
+	if err != nil {
+		// A log that will not open (corruption, an unwritable directory)
+		// refuses the shard clearly; it is never silently emptied.
+		err = wire.WrapError(wire.CodeStorage, err, "open the log of %s shard %d", s.scope, s.n)
+		s.ref.opened(nil, err)
+		return err
 	}
-	self := ctx.Self()
-	if s.waits != nil {
-		// One goroutine per on_commit shard waits on fsyncs in append order
-		// and hands each batch back to the actor. It exits when the shard
-		// stops and closes waits.
-		go func() {
-			for w := range s.waits {
-				err := <-s.log.WaitDurable(w.upTo)
-				if s.stopped.Load() {
-					// Nobody will handle a durableDone: answer here.
-					if w.p.Done != nil {
-						w.p.Done(0, false, ErrShardStopped)
-					}
-					continue
-				}
-				s.root.Send(self, &durableDone{env: w.env, p: w.p, err: err})
-			}
-		}()
+	s.log = log
+	s.next = log.NextOffset()
+	s.delivered = s.next
+	send := func(msg any) { s.root.Send(self, msg) }
+	if onCommit {
+		s.waiter = startSyncWaiter(log, max(1, s.waitDepth), send)
 	}
 	every := s.cfg.RetentionInterval
 	if every <= 0 {
 		every = defaultRetentionInterval
 	}
-	var tick func()
-	tick = func() {
-		s.root.Send(self, &enforceRetention{})
-		s.retentionTimer.Reset(every)
-	}
-	s.retentionTimer = time.AfterFunc(every, tick)
+	s.retention = startRetentionTicker(every, func() { send(&enforceRetention{}) })
+	s.ref.opened(log, nil)
+	return nil
 }
 
 func (s *shard) handleEnforceRetention() {
@@ -110,22 +102,112 @@ func (s *shard) handleEnforceRetention() {
 	}
 }
 
-// handleStopped closes the log. Batches still waiting for their fsync are
-// answered by the waiter goroutine (stopped is set, so it answers them
-// itself); durableDone messages already queued are failed by the mailbox's
-// drop hook when it closes.
+// handleStopped stops the waiter and the ticker first (nothing they do
+// happens after), then fails every publish in flight and closes the log.
+// Publishes still queued are failed by the mailbox's drop hook when it
+// closes, right after this; queued durableDones are already answered here.
 func (s *shard) handleStopped() {
+	s.retention.Stop()
+	s.waiter.Stop()
+	s.ledger.failAll(errStoppedInFlight)
+	s.ref.opened(nil, ErrShardStopped) // if it never opened
 	if s.log == nil {
 		return
 	}
-	s.stopped.Store(true)
-	if s.retentionTimer != nil {
-		s.retentionTimer.Stop()
-	}
-	if s.waits != nil {
-		close(s.waits)
-	}
 	if err := s.log.Close(); err != nil {
 		s.logger.Warn().Err(err).Msg("close durable log")
+	}
+}
+
+// worker is a goroutine with a Stop that returns only after the goroutine
+// exited, so nothing it does happens after Stop.
+type worker struct {
+	quit chan struct{}
+	done chan struct{}
+}
+
+func startWorker(run func(quit <-chan struct{})) worker {
+	w := worker{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		run(w.quit)
+	}()
+	return w
+}
+
+func (w worker) stop() {
+	close(w.quit)
+	<-w.done
+}
+
+// syncWaiter waits for fsyncs in append order, one batch at a time, and
+// hands each batch back to the shard with send. One per on_commit shard.
+type syncWaiter struct {
+	worker
+	waits chan durableWait
+}
+
+func startSyncWaiter(log Log, depth int, send func(msg any)) *syncWaiter {
+	w := &syncWaiter{waits: make(chan durableWait, depth)}
+	w.worker = startWorker(func(quit <-chan struct{}) {
+		for {
+			var d durableWait
+			select {
+			case d = <-w.waits:
+			case <-quit:
+				return
+			}
+			// A stop does not wait for the fsync: the shard fails what
+			// is still waiting itself (ledger.failAll).
+			select {
+			case err := <-log.WaitDurable(d.upTo):
+				send(&durableDone{durableWait: d, err: err})
+			case <-quit:
+				return
+			}
+		}
+	})
+	return w
+}
+
+// wait queues a batch; it blocks while depth batches wait (backpressure).
+func (w *syncWaiter) wait(d durableWait) {
+	select {
+	case w.waits <- d:
+	case <-w.quit:
+	}
+}
+
+// Stop ends the waiter; after it returns, nothing more is sent. Nil-safe.
+func (w *syncWaiter) Stop() {
+	if w != nil {
+		w.stop()
+	}
+}
+
+// retentionTicker calls fire every interval until stopped. It replaced a
+// self-re-arming time.AfterFunc, whose Reset could re-arm the timer after
+// the shard had stopped it.
+type retentionTicker struct{ worker }
+
+func startRetentionTicker(every time.Duration, fire func()) *retentionTicker {
+	return &retentionTicker{startWorker(func(quit <-chan struct{}) {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				fire()
+			case <-quit:
+				return
+			}
+		}
+	})}
+}
+
+// Stop ends the ticker; after it returns, fire is not called. Nil-safe.
+func (t *retentionTicker) Stop() {
+	if t != nil {
+		t.stop()
 	}
 }

@@ -1,12 +1,12 @@
 // Package streams owns stream shards: the actor that admits publishes for one
 // (tenant, namespace, stream, shard), keeps its subscriber set and replay
 // ring, and fans every publish batch out to the subscribers' feeder mailboxes
-// as one shared Envelope. It also owns the registry that creates shards on
-// first use.
+// as one shared Envelope. It also owns the registry of stream definitions and
+// the supervisor that creates shards on first use.
 package streams
 
 import (
-	"sync/atomic"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -21,13 +21,27 @@ import (
 // overloaded. Registration is control traffic and never waits behind publishes.
 
 // Publish appends a batch and fans it out. Done, if set, is called exactly
-// once, on the shard's goroutine, once every subscriber with room has the
+// once: on the shard's goroutine once every subscriber with room has the
 // batch (on a durable stream: once it is durable under on_commit, or written
-// to the log otherwise), with the batch's first offset and whether the
-// stream is durable; or with the error that stopped it. It must not block.
+// to the log otherwise), or with the error that stopped it; or by the
+// mailbox's drop hook if the shard stopped with the publish still queued.
+// It must not block.
 type Publish struct {
 	Payloads [][]byte
-	Done     func(base uint64, durable bool, err error)
+	// ExpectedOffset, when set, makes the publish conditional: it is
+	// written only if the stream's next offset is *ExpectedOffset, and
+	// fails with *OffsetMismatchError otherwise (nothing written, no offset
+	// used). Durable streams only.
+	ExpectedOffset *uint64
+	Done           func(PublishResult)
+}
+
+// PublishResult answers a Publish: the batch's first offset and whether the
+// stream is durable, or the error that stopped it.
+type PublishResult struct {
+	Base    uint64
+	Durable bool
+	Err     error
 }
 
 // AddSubscriber registers a feeder's mailbox. The shard responds with
@@ -63,17 +77,37 @@ type RemoveSubscriber struct {
 	ID uint64
 }
 
+// Messages a shard emits besides the answers above.
+
+// SubscriberEvicted is posted into a feeder's mailbox when, under block, it
+// stayed full past ShardConfig.BlockMaxWait: the shard has forgotten it, and
+// it gets nothing more. ResumeFrom is the base offset of the batch it did not
+// get (meaningful on a durable stream: a resume from there loses nothing).
+type SubscriberEvicted struct {
+	actors.ControlMessage
+	ResumeFrom uint64
+}
+
 // ErrShardRestarted fails a publish that was in the shard when it crashed.
 var ErrShardRestarted = wire.NewError(wire.CodeShardUnavailable, "shard restarted while handling the publish; it may or may not have been delivered")
 
 // ErrShardStopped fails a publish still queued when its shard stopped.
 var ErrShardStopped = wire.NewError(wire.CodeShardUnavailable, "shard stopped before handling the publish; it was not delivered")
 
+// errStoppedInFlight fails a publish the shard had accepted but not answered
+// when it stopped (one waiting for its fsync, most often).
+var errStoppedInFlight = wire.NewError(wire.CodeShardUnavailable, "shard stopped while handling the publish; it may or may not have been delivered")
+
 // ShardConfig bounds one shard.
 type ShardConfig struct {
 	// SubscriberPolicy is the stream's overflow policy; under Block the shard
 	// waits on full subscribers after serving the ones with room.
 	SubscriberPolicy actors.Policy
+	// BlockMaxWait bounds the wait on one full subscriber under Block
+	// (subscriber_block_max_wait_ms; zero: 30 s). Past it the subscriber is
+	// evicted (SubscriberEvicted), so one stalled reader cannot hold every
+	// publisher of the shard for ever.
+	BlockMaxWait time.Duration
 	// RingRecords and RingBytes bound the replay ring.
 	RingRecords int
 	RingBytes   int64
@@ -88,7 +122,17 @@ type ShardConfig struct {
 	// (replay_ring_max_bytes_total): a ring that cannot take a batch from it
 	// gives up its own oldest batches first.
 	RingTotal *actors.ByteBudget
+
+	// beforeStep, set only by tests, runs at each step of a publish, so a
+	// test can make the shard panic there.
+	beforeStep func(step)
 }
+
+// defaultBlockMaxWait is the wait on a full subscriber under block when
+// ShardConfig.BlockMaxWait is zero: long enough for a reader that pauses
+// (a GC, a slow disk), short enough that publishers see overloaded, not a
+// hang.
+const defaultBlockMaxWait = 30 * time.Second
 
 // FanoutStats are reported per publish so the broker can count without the
 // shard knowing about metrics.
@@ -99,6 +143,7 @@ type FanoutStats struct {
 	Delivered  int // subscribers that took the batch
 	Evicting   int // of those, how many evicted older batches to take it
 	Dropped    int // subscribers whose queue refused it
+	Evicted    int // subscribers removed for staying full past BlockMaxWait
 	BlockedFor time.Duration
 }
 
@@ -107,33 +152,37 @@ type subscriber struct {
 	feeder *actors.Mailbox
 }
 
-// shard is the actor for one shard. Every field is owned by Receive.
+// shard is the actor for one shard. Every field is owned by Receive; the
+// waiter and the retention ticker only send it messages.
 type shard struct {
 	scope   wire.Scope
+	n       uint32
 	cfg     ShardConfig
 	logger  zerolog.Logger
 	onStats func(*FanoutStats)
-	// log is the durable log, nil for an in-memory stream. waits carries
-	// appended batches to the waiter goroutine under on_commit (nil
-	// otherwise); the waiter sends each back as durableDone, in order.
-	log            Log
-	waits          chan durableWait
-	stopped        atomic.Bool
-	root           *actor.RootContext
-	retentionTimer *time.Timer
-
+	ref     *ShardRef // tells readers when the log is open
+	// open opens (recovering) a durable stream's log and says whether acks
+	// wait for the fsync; nil for an in-memory stream. It runs once, after
+	// Started, on this shard's goroutine.
+	open      func() (log Log, onCommit bool, err error)
+	waitDepth int
+	root      *actor.RootContext
+	started   bool
+	log       Log              // nil until open succeeded
+	waiter    *syncWaiter      // on_commit only
+	retention *retentionTicker // durable only
+	ledger    ledger
 	subs      []subscriber
 	ring      ring
-	next      uint64            // records appended so far: the next record's offset
-	delivered uint64            // the offset after the last batch fanned out
-	current   *Publish          // the publish in hand, failed explicitly if we crash
-	full      []*actors.Mailbox // scratch: feeders that were full (block)
+	next      uint64       // records appended so far: the next record's offset
+	delivered uint64       // the offset after the last batch fanned out
+	full      []subscriber // scratch: subscribers that were full (block)
 }
 
-func newShard(scope wire.Scope, cfg ShardConfig, log zerolog.Logger, onStats func(*FanoutStats)) *shard {
+func newShard(scope wire.Scope, n uint32, cfg ShardConfig, log zerolog.Logger, onStats func(*FanoutStats)) *shard {
 	return &shard{
-		scope: scope, cfg: cfg, onStats: onStats,
-		logger: log.With().Str("stream", scope.String()).Logger(),
+		scope: scope, n: n, cfg: cfg, onStats: onStats,
+		logger: log.With().Str("stream", scope.String()).Uint32("shard", n).Logger(),
 		ring:   ring{maxRecords: cfg.RingRecords, maxBytes: cfg.RingBytes, total: cfg.RingTotal},
 	}
 }
@@ -161,114 +210,75 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 }
 
-// handleRestarting keeps the subscriber set and ring (the producer returns
-// this same instance: losing them would silently end every subscription) and
-// fails the publish that was in hand, so its publisher is not left waiting
-// for an ack that can never come.
-func (s *shard) handleRestarting() {
-	if s.current != nil && s.current.Done != nil {
-		s.current.Done(0, false, ErrShardRestarted)
-	}
-	s.current = nil
-}
-
-func (s *shard) handlePublish(p *Publish) {
-	s.current = p
-	defer func() { s.current = nil }()
-	env := NewEnvelope(p.Payloads)
-	env.Base = s.next
-	if s.log == nil {
-		s.next += uint64(len(p.Payloads))
-		s.deliver(env, p)
-		return
-	}
-	// Durable: claim offsets, write, then (under on_commit) wait for the
-	// fsync before anyone sees the batch. The write is a page-cache copy;
-	// the wait is not done here but by the shard's waiter goroutine.
-	if err := s.log.Append(env.Base, p.Payloads, time.Now()); err != nil {
-		if p.Done != nil {
-			p.Done(0, false, wire.NewError(wire.CodeStorage, "append to %s: %v", s.scope, err))
+// handleStarted opens a durable shard's log, on this shard's goroutine:
+// recovery can take a while, and it blocks only this shard (publishes queue
+// meanwhile and are answered in order after it), never the supervisor or
+// the registry. A log that will not open stops the shard; queued publishes
+// fail with its storage error and the next request makes a new shard, which
+// tries again.
+func (s *shard) handleStarted(ctx actor.Context) {
+	if s.started {
+		// A restart: the log, waiter and ticker still run. If the open
+		// itself crashed, there is no log: stop, so the next request retries.
+		if s.open != nil && s.log == nil {
+			ctx.Stop(ctx.Self())
 		}
 		return
 	}
-	env.Durable = true
-	s.next += uint64(len(p.Payloads))
-	if s.waits == nil {
-		s.deliver(env, p)
+	s.started = true
+	if s.open == nil {
 		return
 	}
-	// The waits channel is bounded; when fsyncs fall behind it fills, this
-	// Receive waits, the shard's mailbox (the publish queue) fills, and
-	// publishers get overloaded: backpressure from the disk to the edge.
-	s.waits <- durableWait{upTo: s.next, env: env, p: p}
+	if err := s.openLog(ctx.Self()); err != nil {
+		s.logger.Warn().Err(err).Msg("durable log did not open; shard stops")
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// handleRestarting keeps the subscriber set and ring (the producer returns
+// this same instance: losing them would silently end every subscription) and
+// fails the publish that was in hand, so its publisher is not left waiting
+// for an ack that can never come. Publishes waiting for their fsync are not
+// in hand: the waiter still hands them back.
+func (s *shard) handleRestarting() {
+	s.ledger.failInHand(ErrShardRestarted)
+	clear(s.full)
+	s.full = s.full[:0]
+}
+
+// handlePublish runs a publish through its steps; each step answers the
+// publish itself when it ends it early.
+func (s *shard) handlePublish(p *Publish) {
+	pe := s.ledger.accept(p)
+	s.at(stepCheck)
+	if err := s.check(p); err != nil {
+		s.ledger.answer(pe, PublishResult{Err: err})
+		return
+	}
+	env := s.assignOffsets(p)
+	s.at(stepAppend)
+	if err := s.append(env); err != nil {
+		s.ledger.answer(pe, PublishResult{Err: err})
+		return
+	}
+	if s.waiter != nil {
+		s.awaitDurable(pe, env)
+		return
+	}
+	s.deliver(pe, env)
 }
 
 // handleDurable delivers a batch whose fsync completed, in append order.
 func (s *shard) handleDurable(msg *durableDone) {
+	if !s.ledger.resume(msg.pe) {
+		return // already answered (the shard stopped meanwhile)
+	}
+	s.at(stepDurable)
 	if msg.err != nil {
-		if msg.p.Done != nil {
-			msg.p.Done(0, false, wire.NewError(wire.CodeStorage, "sync %s: %v", s.scope, msg.err))
-		}
+		s.ledger.answer(msg.pe, PublishResult{Err: wire.WrapError(wire.CodeStorage, msg.err, "sync %s", s.scope)})
 		return
 	}
-	s.deliver(msg.env, msg.p)
-}
-
-// deliver keeps the batch in the ring, fans it out and answers the publisher.
-func (s *shard) deliver(env *Envelope, p *Publish) {
-	s.delivered = env.Base + uint64(env.Len())
-	s.ring.push(env)
-	stats := s.fanout(env)
-	if p.Done != nil {
-		p.Done(env.Base, env.Durable, nil)
-	}
-	if s.onStats != nil {
-		s.onStats(stats)
-	}
-}
-
-// fanout offers env to every subscriber without waiting, then, under block,
-// waits on the ones that were full: a batch reaches every subscriber with
-// room before the shard waits on anyone.
-func (s *shard) fanout(env *Envelope) *FanoutStats {
-	st := &FanoutStats{Scope: s.scope, Records: env.Len(), Bytes: env.bytes}
-	s.full = s.full[:0]
-	alive := s.subs[:0] // compacted in place: alive never runs ahead of the loop
-	for _, sub := range s.subs {
-		switch sub.feeder.TryPost(env, 0) {
-		case actors.Posted:
-			st.Delivered++
-		case actors.PostedEvicting:
-			st.Delivered++
-			st.Evicting++
-		case actors.Dropped:
-			st.Dropped++
-		case actors.TimedOut: // block policy, full
-			s.full = append(s.full, sub.feeder)
-		case actors.Closed:
-			continue // the feeder stopped: forget it
-		}
-		alive = append(alive, sub)
-	}
-	clear(s.subs[len(alive):])
-	s.subs = alive
-	if len(s.full) > 0 {
-		start := time.Now()
-		if s.cfg.OnBlocked != nil {
-			s.cfg.OnBlocked(true)
-			defer s.cfg.OnBlocked(false)
-		}
-		for i, feeder := range s.full {
-			// Parks the shard until this subscriber reads or goes away: that
-			// is what block promises (nothing dropped, nothing reordered).
-			if feeder.TryPost(env, -1).Accepted() {
-				st.Delivered++
-			}
-			s.full[i] = nil
-		}
-		st.BlockedFor = time.Since(start)
-	}
-	return st
+	s.deliver(msg.pe, msg.env)
 }
 
 func (s *shard) handleAddSubscriber(ctx actor.Context, msg *AddSubscriber) {
@@ -284,9 +294,14 @@ func (s *shard) handleAddSubscriber(ctx actor.Context, msg *AddSubscriber) {
 }
 
 func (s *shard) handleRemoveSubscriber(msg *RemoveSubscriber) {
+	s.removeSubscriber(msg.ID)
+}
+
+// removeSubscriber forgets subscriber id, if the shard has it.
+func (s *shard) removeSubscriber(id uint64) {
 	for i, sub := range s.subs {
-		if sub.id == msg.ID {
-			s.subs = append(s.subs[:i], s.subs[i+1:]...)
+		if sub.id == id {
+			s.subs = slices.Delete(s.subs, i, i+1)
 			return
 		}
 	}

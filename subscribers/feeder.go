@@ -194,6 +194,8 @@ func (f *feeder) Receive(ctx actor.Context) {
 		f.handleEnvelope(ctx, msg)
 	case *Start:
 		f.handleStart(ctx, msg)
+	case *streams.SubscriberEvicted:
+		f.handleEvicted(ctx, msg)
 	case *pageRead:
 		f.handlePageRead(ctx, msg)
 	case *flushDue:
@@ -323,6 +325,20 @@ func (f *feeder) handlePageRead(ctx actor.Context, msg *pageRead) {
 	f.appendFrame(historyFrame(msg.page, f.cfg.Offsets), len(msg.page.Records))
 	f.flush()
 	f.continueReplay(ctx)
+}
+
+// handleEvicted: under block the shard gave up waiting on this full queue
+// and forgot the subscription. A durable one ends lagged, to resume from
+// the batch it did not get; an in-memory one ends with an error.
+func (f *feeder) handleEvicted(ctx actor.Context, msg *streams.SubscriberEvicted) {
+	if !f.cfg.Durable {
+		ctx.Stop(ctx.Self())
+		return
+	}
+	if !f.lagged {
+		f.expect = min(f.expect, msg.ResumeFrom)
+		f.lag(ctx)
+	}
 }
 
 // handleEnvelope takes one batch from the queue (or the one that revealed a

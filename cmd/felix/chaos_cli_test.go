@@ -95,6 +95,7 @@ func TestChaosCLI(t *testing.T) {
 		{`(?m)^felix/subscribers \[supervisor\] depth \d+/\d+`, 1},
 		{`(?m)^felix/lanes \[supervisor\] depth \d+/\d+`, 1},
 		{`(?m)^felix/connections \[supervisor\] depth \d+/\d+`, 1},
+		{`(?m)^felix/registry \[supervisor\] depth \d+/\d+`, 1},
 		{`(?m)^  default:default:s:0 \[shard\] depth \d+/64 block .*stream=default/default/s shard=0`, 1},
 		{`(?m)^  sub-\d+ \[feeder\] depth \d+/512 drop_new .*stream=default/default/s subscription=\d+ conn=\d+ lane=\d`, 2},
 		{`(?m)^  lane-\d \[lane\] depth \d+/64 drop_new lane=\d$`, 4},
@@ -107,8 +108,13 @@ func TestChaosCLI(t *testing.T) {
 	if writers != 2 && writers != 3 {
 		t.Errorf("felix tree shows %d connection writers, want 2 (the subscribers') or 3 (and the publisher's, not yet gone):\n%s", writers, out)
 	}
-	if got := len(lines(out)); got != 4+1+2+4+writers {
-		t.Errorf("felix tree printed %d lines, want %d:\n%s", got, 4+1+2+4+writers, out)
+	sessions := count(`(?m)^  conn-\d+ \[session\] depth \d+/1024 block conn=\d+ remote=127\.0\.0\.1:\d+$`)
+	if sessions != writers {
+		t.Errorf("felix tree shows %d sessions and %d connection writers, want one of each per connection:\n%s", sessions, writers, out)
+	}
+	// 6 top-level (5 supervisors and the registry), a shard, 2 feeders, 4 lanes.
+	if got, want := len(lines(out)), 6+1+2+4+writers+sessions; got != want {
+		t.Errorf("felix tree printed %d lines, want %d:\n%s", got, want, out)
 	}
 	if feeders := treeJSON(t, b.admin, "--kind", "feeder"); len(feeders) != 2 {
 		t.Fatalf("felix tree --kind feeder --json listed %d actors, want the 2 feeders: %+v", len(feeders), feeders)

@@ -1,0 +1,219 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// The shard supervisor is the parent of every shard and the only place
+// shards are created, so two publishers racing to a new stream get the same
+// shard. It does no I/O and nothing else that can fail: its restart would
+// stop every shard. Only the registry messages it.
+
+// spawnShard asks for a definition's shard; the supervisor responds with
+// *ShardRef (to the original requester: the registry forwards with it as
+// sender).
+type spawnShard struct {
+	actors.ControlMessage
+	def   Def
+	shard uint32
+}
+
+// stopShards stops a deleted stream's shards.
+type stopShards struct {
+	actors.ControlMessage
+	scope wire.Scope
+}
+
+// ShardRef addresses a shard: its PID for actor messages and its mailbox for
+// admission with a bounded wait (TryPost), which Send cannot express.
+type ShardRef struct {
+	PID     *actor.PID
+	Mailbox *actors.Mailbox
+	Durable bool
+	Err     error
+
+	// A durable shard opens its log after it started; openDone is closed
+	// when that finished, with log or logErr set. Nil for in-memory.
+	openDone chan struct{}
+	openOnce sync.Once
+	log      Log
+	logErr   error
+}
+
+// errInMemory answers Log on an in-memory shard.
+var errInMemory = wire.NewError(wire.CodeInvalidRequest, "the stream is in memory; it has no log")
+
+// Log waits until a durable shard has opened its log and returns it, for
+// readers outside the actor (range reads and replay never go through the
+// shard's mailbox); or the storage error that kept it from opening.
+func (r *ShardRef) Log(ctx context.Context) (Log, error) {
+	if r.openDone == nil {
+		return nil, errInMemory
+	}
+	select {
+	case <-r.openDone:
+		return r.log, r.logErr
+	case <-ctx.Done():
+		return nil, fmt.Errorf("streams: wait for the log of %s: %w", r.PID.Id, ctx.Err())
+	}
+}
+
+// opened records the open's outcome; only the first call counts.
+func (r *ShardRef) opened(log Log, err error) {
+	if r == nil || r.openDone == nil {
+		return
+	}
+	r.openOnce.Do(func() {
+		r.log, r.logErr = log, err
+		close(r.openDone)
+	})
+}
+
+// storageErr is the error that kept the log from opening, once known.
+func (r *ShardRef) storageErr() error {
+	if r.openDone == nil {
+		return nil
+	}
+	select {
+	case <-r.openDone:
+		if errors.Is(r.logErr, &wire.Error{Code: wire.CodeStorage}) {
+			return r.logErr
+		}
+	default:
+	}
+	return nil
+}
+
+// shardSupervisor owns the shards. Only Receive touches it.
+type shardSupervisor struct {
+	cfg    RegistryConfig
+	shards map[shardKey]*ShardRef
+	// generations counts shards spawned per key, naming replacements.
+	generations map[shardKey]int
+}
+
+type shardKey struct {
+	scope wire.Scope
+	shard uint32
+}
+
+// ShardSupervisorProps returns the props of the shard supervisor.
+func ShardSupervisorProps(cfg RegistryConfig, created func(*actors.Mailbox)) *actor.Props {
+	// One instance across restarts: losing the map would create a second
+	// shard for a stream that has one.
+	s := &shardSupervisor{cfg: cfg, shards: make(map[shardKey]*ShardRef), generations: make(map[shardKey]int)}
+	return actors.SupervisorPropsFor(func() actor.Actor { return s }, created)
+}
+
+func (s *shardSupervisor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *spawnShard:
+		s.handleSpawnShard(ctx, msg)
+	case *stopShards:
+		s.handleStopShards(ctx, msg)
+	case *actor.Terminated:
+		s.handleTerminated(msg)
+	}
+}
+
+func (s *shardSupervisor) handleSpawnShard(ctx actor.Context, msg *spawnShard) {
+	key := shardKey{msg.def.Scope, msg.shard}
+	if ref, ok := s.shards[key]; ok && !ref.Mailbox.IsClosed() {
+		ctx.Respond(ref)
+		return
+	}
+	ref, sh := s.newShard(msg.def, msg.shard)
+	props := actors.Props(
+		// The same instance on every restart: see shard.handleRestarting.
+		func() actor.Actor { return sh },
+		actors.MailboxConfig{Capacity: s.cfg.PubQueueDepth, Policy: actors.Block, OnDrop: func(m any, _ actors.DropReason) { failQueued(m, ref) }},
+		func(m *actors.Mailbox) { ref.Mailbox = m },
+	)
+	// A replacement for a stopped shard gets a new name: the old one's
+	// death may not be final in protoactor's registry yet, and reusing the
+	// name would fail the spawn ("name exists").
+	name := ShardName(msg.def.Scope, msg.shard)
+	if gen := s.generations[key]; gen > 0 {
+		name = fmt.Sprintf("%s.%d", name, gen)
+	}
+	s.generations[key]++
+	pid, err := ctx.SpawnNamed(props, name)
+	if err != nil {
+		ctx.Respond(&ShardRef{Err: fmt.Errorf("streams: spawn shard %s: %w", msg.def.Scope, err)})
+		return
+	}
+	ref.PID = pid
+	if s.cfg.OnSpawned != nil {
+		s.cfg.OnSpawned(pid, ref.Mailbox, msg.def.Scope, msg.shard)
+	}
+	ctx.Watch(pid)
+	s.shards[key] = ref
+	ctx.Respond(ref)
+}
+
+// newShard builds a shard and its ref; a durable one opens its log itself.
+func (s *shardSupervisor) newShard(def Def, n uint32) (*ShardRef, *shard) {
+	ref := &ShardRef{Durable: def.Durable}
+	sh := newShard(def.Scope, n, s.cfg.Shard, s.cfg.Log, s.cfg.OnStats)
+	sh.ref, sh.root, sh.waitDepth = ref, s.cfg.Root, s.cfg.PubQueueDepth
+	if def.Durable {
+		ref.openDone = make(chan struct{})
+		openLog := s.cfg.OpenLog
+		sh.open = func() (Log, bool, error) { return openLog(def, n) }
+	}
+	return ref, sh
+}
+
+func (s *shardSupervisor) handleStopShards(ctx actor.Context, msg *stopShards) {
+	for k, ref := range s.shards {
+		if k.scope == msg.scope {
+			ctx.Stop(ref.PID)
+			delete(s.shards, k)
+		}
+	}
+}
+
+// handleTerminated forgets a stopped shard. The supervisor hears of a death
+// twice (as parent and as watcher), and a replacement may already stand at
+// the key: only the entry of the actor that died is removed.
+func (s *shardSupervisor) handleTerminated(msg *actor.Terminated) {
+	for k, ref := range s.shards {
+		if ref.PID.Equal(msg.Who) {
+			delete(s.shards, k)
+			return
+		}
+	}
+}
+
+// ShardName is a shard's actor name under the shard supervisor. ':' cannot
+// occur in a valid name, so the mapping is unambiguous.
+func ShardName(scope wire.Scope, shard uint32) string {
+	return fmt.Sprintf("%s:%s:%s:%d", scope.Tenant, scope.Namespace, scope.Stream, shard)
+}
+
+// failQueued answers a publish the shard will never handle because it
+// stopped with the publish still queued: with the storage error if its log
+// never opened, else ErrShardStopped. A queued durableDone needs nothing:
+// the shard failed its publish when it stopped.
+func failQueued(msg any, ref *ShardRef) {
+	if env, ok := msg.(*actor.MessageEnvelope); ok {
+		msg = env.Message
+	}
+	p, ok := msg.(*Publish)
+	if !ok || p.Done == nil {
+		return
+	}
+	err := error(ErrShardStopped)
+	if serr := ref.storageErr(); serr != nil {
+		err = serr
+	}
+	p.Done(PublishResult{Err: err})
+}
