@@ -124,6 +124,40 @@ func (b *Broker) Start() error {
 		b.system = actor.NewActorSystem(actors.LoggerFactory(b.log.With().Str("component", "actors").Logger()))
 		b.ownsSystem = true
 	}
+	if err := b.loadDefinitions(); err != nil {
+		return err
+	}
+	b.stopWatching = actors.WatchRestarts(b.system, b.log, func(ev *actor.SupervisorEvent, kind actors.Kind) {
+		b.metrics.ActorRestarts.WithLabelValues(string(kind), ev.Directive.String()).Inc()
+		b.dir.RecordFailure(ev.Child.Id, ev.Directive, fmt.Sprint(ev.Reason))
+	})
+	if err := b.spawnTree(); err != nil {
+		b.abortStart()
+		return err
+	}
+	if err := b.listen(); err != nil {
+		b.abortStart()
+		return err
+	}
+	if b.cfg.Admin != "" {
+		var err error
+		if b.admin, err = startAdmin(b.cfg.Admin, b.metrics.Registry, b.log, b); err != nil {
+			_ = b.Stop(context.Background())
+			return err
+		}
+	}
+	if b.cfg.AddrFile != "" {
+		if err := writeAddrFile(b.cfg.AddrFile, b.Addr().String()); err != nil {
+			_ = b.Stop(context.Background())
+			return err
+		}
+	}
+	b.log.Info().Str("addr", b.Addr().String()).Str("data_dir", b.cfg.DataDir).Msg("broker accepting connections")
+	return nil
+}
+
+// loadDefinitions opens the metadata store and reads the stored streams.
+func (b *Broker) loadDefinitions() error {
 	store, err := metadata.Open(b.cfg.DataDir)
 	if err != nil {
 		return err
@@ -142,13 +176,13 @@ func (b *Broker) Start() error {
 		}
 		b.defs = append(b.defs, d)
 	}
+	return nil
+}
 
-	b.stopWatching = actors.WatchRestarts(b.system, b.log, func(ev *actor.SupervisorEvent, kind actors.Kind) {
-		b.metrics.ActorRestarts.WithLabelValues(string(kind), ev.Directive.String()).Inc()
-		b.dir.RecordFailure(ev.Child.Id, ev.Directive, fmt.Sprint(ev.Reason))
-	})
+// spawnTree spawns the top-level supervisors and the lanes.
+func (b *Broker) spawnTree() error {
 	root := b.system.Root
-
+	var err error
 	// spawn starts a top-level supervisor; props is built by mk with the
 	// callback that captures its mailbox for the directory.
 	spawn := func(name string, labels map[string]string, mk func(created func(*actors.Mailbox)) *actor.Props) *actor.PID {
@@ -175,23 +209,24 @@ func (b *Broker) Start() error {
 	b.lanesSup = spawn("lanes", children(actors.KindLane), b.supervisorProps(actors.KindLane))
 	b.connections = spawn("connections", children(actors.KindConnWriter), b.supervisorProps(actors.KindConnWriter))
 	if err != nil {
-		b.abortStart()
 		return fmt.Errorf("broker: spawn supervisors: %w", err)
 	}
 	for i := range b.cfg.SubscriberWriterLanes {
 		ref := lanes.LaneRef{Index: i}
 		props := lanes.LaneProps(i, b.laneConfig(), func(m *actors.Mailbox) { ref.Mailbox = m })
 		if ref.PID, err = actors.Spawn(root, b.lanesSup, fmt.Sprintf("lane-%d", i), props, requestTimeout); err != nil {
-			b.abortStart()
 			return fmt.Errorf("broker: spawn lanes: %w", err)
 		}
 		b.dir.Add(ref.PID, actors.KindLane, ref.Mailbox, map[string]string{"lane": fmt.Sprint(i)})
 		b.lanes = append(b.lanes, ref)
 	}
+	return nil
+}
 
+// listen binds the felix/1 front end in front of the service.
+func (b *Broker) listen() error {
 	tlsConf, err := quicconf.ServerTLS(b.cfg.TLSCert, b.cfg.TLSKey, b.cfg.DataDir)
 	if err != nil {
-		b.abortStart()
 		return err
 	}
 	b.server, err = transport.Listen(b.cfg.Listen, tlsConf, transport.Config{
@@ -202,24 +237,7 @@ func (b *Broker) Start() error {
 		Log:                  b.log,
 		OnConnection:         b.countConnection,
 	}, b)
-	if err != nil {
-		b.abortStart()
-		return err
-	}
-	if b.cfg.Admin != "" {
-		if b.admin, err = startAdmin(b.cfg.Admin, b.metrics.Registry, b.log, b); err != nil {
-			_ = b.Stop(context.Background())
-			return err
-		}
-	}
-	if b.cfg.AddrFile != "" {
-		if err := writeAddrFile(b.cfg.AddrFile, b.Addr().String()); err != nil {
-			_ = b.Stop(context.Background())
-			return err
-		}
-	}
-	b.log.Info().Str("addr", b.Addr().String()).Str("data_dir", b.cfg.DataDir).Msg("broker accepting connections")
-	return nil
+	return err
 }
 
 // writeAddrFile writes atomically, so a script polling for the file never
