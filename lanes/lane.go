@@ -1,5 +1,5 @@
 // Package lanes owns the last two hops of delivery: the fixed set of writer
-// lane actors that bound write parallelism, and one connection writer actor
+// lane actors (the lane queues), and one connection writer actor
 // per QUIC connection, which owns that connection's event streams and writes
 // them with continuous pipelining. It also owns the per-connection egress
 // byte budget that feeders take from and writers return to.
@@ -62,10 +62,14 @@ type LaneRef struct {
 	Mailbox *actors.Mailbox
 }
 
-// lane forwards deliveries to their connection writers. It exists to bound
-// write parallelism and to give each subscription a stable path, so its
-// frames reach the connection writer in the order the feeder sent them.
-// Its mailbox is the lane queue (subscriber_lane_queue_depth and policy).
+// lane forwards deliveries to their connection writers. Its mailbox is the
+// lane queue (subscriber_lane_queue_depth and policy), and it gives each
+// subscription a stable path, so its frames reach the connection writer in
+// the order the feeder sent them. It does not bound write parallelism: each
+// subscription has its own write goroutine in the connection writer, because
+// a pool shared by a lane's subscriptions would let one flow-controlled
+// stream hold a slot and stall the rest (see ARCHITECTURE.md, "Why the lane
+// hop stays"; bypassing the lane measured no faster).
 type lane struct {
 	index int
 	log   zerolog.Logger
