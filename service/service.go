@@ -77,13 +77,7 @@ type Publish struct {
 }
 
 // Bytes sums the payload sizes.
-func (p *Publish) Bytes() int64 {
-	var n int64
-	for _, b := range p.Payloads {
-		n += int64(len(b))
-	}
-	return n
-}
+func (p *Publish) Bytes() int64 { return wire.PayloadBytes(p.Payloads) }
 
 // PublishResult is how a publish ended.
 type PublishResult struct {

@@ -57,9 +57,12 @@ type Publish struct {
 }
 
 // Bytes sums the payload sizes.
-func (p *Publish) Bytes() int64 {
+func (p *Publish) Bytes() int64 { return PayloadBytes(p.Payloads) }
+
+// PayloadBytes sums the sizes of payloads.
+func PayloadBytes(payloads [][]byte) int64 {
 	var n int64
-	for _, b := range p.Payloads {
+	for _, b := range payloads {
 		n += int64(len(b))
 	}
 	return n
