@@ -53,12 +53,14 @@ type Unregister struct {
 	ResumeFrom uint64
 }
 
-// Facts the writer reports to the subscription's session, which owns the
-// subscription and ends it.
+// Facts reported to a subscription's session, which owns the subscription
+// and ends it. They are control messages: a session's mailbox never makes a
+// writer, lane or feeder wait.
 
 // StreamFailed says a subscription's stream failed (the client reset it or
 // the connection died); the writer has already let go of it.
 type StreamFailed struct {
+	actors.ControlMessage
 	SubscriptionID uint64
 	Err            error
 }
@@ -66,13 +68,17 @@ type StreamFailed struct {
 // LagQueued says the writer queued a lagged subscription's
 // SubscriptionLagged frame after everything it had; the stream finishes
 // once that is written.
-type LagQueued struct{ SubscriptionID uint64 }
+type LagQueued struct {
+	actors.ControlMessage
+	SubscriptionID uint64
+}
 
 // Lagged says a durable subscription fell behind: a lane dropped one of its
 // batches, or its feeder found a gap. The session asks the writer to end it
 // (Unregister with Lagged). ResumeFrom is the offset to resume from when the
 // writer knows nothing better.
 type Lagged struct {
+	actors.ControlMessage
 	SubscriptionID uint64
 	ResumeFrom     uint64
 }
