@@ -87,7 +87,8 @@ type Lagged struct {
 type writeDone struct {
 	actors.ControlMessage
 	id      uint64
-	bytes   int64
+	bytes   int64 // written, for OnWritten
+	credit  int64 // egress bytes the write carried, to return
 	held    int64
 	records int
 	err     error
@@ -121,7 +122,8 @@ type subWriter struct {
 	stream   EventStream
 	egress   *Egress
 	queue    [][]byte
-	queued   int64
+	queued   int64  // egress bytes of the queue
+	inQueued int64  // and of the write in flight
 	records  int    // records in queue, counted as delivered once written
 	next     uint64 // offset after the last durable batch queued
 	held     int64  // subscriber-budget bytes of the queued batches
@@ -139,6 +141,9 @@ type writeReq struct {
 	frames  [][]byte
 	records int
 	held    int64
+	// credit is the egress bytes the frames took, which is not their length
+	// when the writer added a frame of its own (SubscriptionLagged).
+	credit int64
 }
 
 // WriterProps returns the props of a connection writer; created receives its mailbox.
@@ -225,9 +230,9 @@ func (w *connWriter) handleWriteDone(ctx actor.Context, msg *writeDone) {
 		return
 	}
 	s.inFlight = false
-	s.egress.Return(msg.bytes)
+	s.egress.Return(msg.credit)
 	s.budget.Release(msg.held)
-	s.inHeld = 0
+	s.inQueued, s.inHeld = 0, 0
 	if msg.err != nil {
 		s.failed = true
 		ctx.Send(w.cfg.Session, &StreamFailed{SubscriptionID: s.id, Err: msg.err})
@@ -283,8 +288,8 @@ func (w *connWriter) handleUnregister(ctx actor.Context, msg *Unregister) {
 }
 
 func (w *connWriter) startWrite(s *subWriter) {
-	req := writeReq{frames: s.queue, records: s.records, held: s.held}
-	s.inHeld = s.held
+	req := writeReq{frames: s.queue, records: s.records, held: s.held, credit: s.queued}
+	s.inQueued, s.inHeld = s.queued, s.held
 	s.queue, s.records, s.held = nil, 0, 0
 	s.inFlight = true
 	s.reqs <- req
@@ -301,10 +306,12 @@ func (w *connWriter) finish(s *subWriter) {
 	}
 	s.budget.Release(s.held)
 	if s.inFlight {
-		// The writer is stopping with a write in flight: its writeDone will
-		// find no actor, so the broker-wide budget is returned now.
+		// The stream is ending (aborted, or the writer is stopping) with a
+		// write in flight: its writeDone will find no subscription or no
+		// actor, so what the write holds is returned now.
+		s.egress.Return(s.inQueued)
 		s.budget.Release(s.inHeld)
-		s.inHeld = 0
+		s.inQueued, s.inHeld = 0, 0
 	}
 	s.queue, s.records, s.held = nil, 0, 0
 	close(s.reqs)
@@ -342,7 +349,7 @@ func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 			}
 			_, err = s.stream.Write(scratch)
 		}
-		root.Send(self, &writeDone{id: s.id, bytes: n, held: req.held, records: req.records, err: err})
+		root.Send(self, &writeDone{id: s.id, bytes: n, credit: req.credit, held: req.held, records: req.records, err: err})
 	}
 	// A failing close means the connection is going away; nobody is left to tell.
 	_ = s.stream.Close()
