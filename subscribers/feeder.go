@@ -271,8 +271,7 @@ func (f *feeder) handleStart(ctx actor.Context, msg *Start) {
 	if msg.Log == nil || msg.From >= msg.Live {
 		f.expect = max(msg.From, msg.Live)
 		f.log = msg.Log
-		f.phase = catchingUp
-		f.caughtUp(ctx)
+		f.catchUp(ctx)
 		return
 	}
 	f.log, f.next, f.to = msg.Log, msg.From, msg.Live
@@ -297,13 +296,29 @@ func (f *feeder) continueReplay(ctx actor.Context) {
 		}()
 		return
 	}
+	f.catchUp(ctx)
+}
+
+// catchUp lets the queue flow once history is written, the envelope that
+// revealed a hole first. The log's committed end is checked only once the
+// queue is empty (handleEnvelope calls caughtUp then): checked while
+// batches are still queued, it reads them again from the log, encoded per
+// subscriber instead of their shared frames, and spends catch-up passes.
+func (f *feeder) catchUp(ctx actor.Context) {
 	f.phase = catchingUp
 	if env := f.after; env != nil {
 		f.after = nil
 		f.handleEnvelope(ctx, env)
+		if f.phase != catchingUp {
+			return // another hole being read, or caught up
+		}
+	} else if f.mailbox.Len() == 0 {
+		f.caughtUp(ctx)
 		return
 	}
-	f.caughtUp(ctx)
+	// Held since Start or since the hole was found; nothing else releases
+	// it while catching up.
+	f.hold(false)
 }
 
 func (f *feeder) handlePageRead(ctx actor.Context, msg *pageRead) {
@@ -440,10 +455,20 @@ func (f *feeder) caughtUp(ctx actor.Context) {
 
 // lag ends a durable subscription at its first gap. What is pending is not
 // sent: the writer names the resume offset from what it really queued.
+// History stops too (an eviction can come while it is read): a page in
+// flight is dropped when it arrives, as handlePageRead takes pages only
+// while replaying, and the queue flows so that everything in it is dropped
+// rather than making the shard wait on an ended subscription.
 func (f *feeder) lag(ctx actor.Context) {
 	f.lagged = true
 	f.cfg.Budget.Release(f.pendingHeld)
 	f.pending, f.pendingBytes, f.records, f.pendingHeld = nil, 0, 0, 0
+	if f.after != nil {
+		f.cfg.Budget.Release(f.after.MailboxBytes())
+		f.after = nil
+	}
+	f.phase = live
+	f.hold(f.out != nil)
 	ctx.Send(f.cfg.Session, &lanes.Lagged{SubscriptionID: f.cfg.SubscriptionID, ResumeFrom: f.expect})
 }
 

@@ -22,16 +22,30 @@ type rig struct {
 	queue  *actors.Mailbox
 	feeder *actor.PID
 	got    chan *lanes.Deliver
+	// session stands in for the subscription's session: it records what
+	// the feeder reports (lagged) and watches it (stopped).
+	session *actor.PID
+	lagged  chan *lanes.Lagged
+	stopped chan struct{}
 }
 
 // start lets the feeder's queue flow, as the session does once the shard
 // registered it: an in-memory subscription with no history.
 func (r *rig) start() { r.system.Root.Send(r.feeder, &Start{}) }
 
-func newRig(t *testing.T, batch BatchConfig, egressLimit int64) *rig {
+// newRig spawns a feeder with subscription id 1; opts adjust its Config
+// (durable, offsets) before it is spawned.
+func newRig(t *testing.T, batch BatchConfig, egressLimit int64, opts ...func(*Config)) *rig {
 	t.Helper()
-	r := &rig{system: actor.NewActorSystem(), got: make(chan *lanes.Deliver, 1024)}
+	r := &rig{
+		system:  actor.NewActorSystem(),
+		got:     make(chan *lanes.Deliver, 1024),
+		lagged:  make(chan *lanes.Lagged, 16),
+		stopped: make(chan struct{}),
+	}
 	t.Cleanup(r.system.Shutdown)
+	r.session = r.system.Root.Spawn(actor.PropsFromFunc(r.receiveSession))
+	t.Cleanup(func() { _ = r.system.Root.StopFuture(r.session).Wait() })
 	lane := lanes.LaneRef{}
 	laneProps := actors.Props(func() actor.Actor {
 		return actor.ReceiveFunc(func(ctx actor.Context) {
@@ -42,13 +56,36 @@ func newRig(t *testing.T, batch BatchConfig, egressLimit int64) *rig {
 	}, actors.MailboxConfig{Capacity: 1024, Policy: actors.Block}, func(m *actors.Mailbox) { lane.Mailbox = m })
 	lane.PID = r.system.Root.Spawn(laneProps)
 	writer := &lanes.WriterRef{Budget: lanes.NewConnBudget(egressLimit)}
-	props, _ := Props(Config{SubscriptionID: 1, Batch: batch, Lane: lane, Writer: writer, Root: r.system.Root},
-		actors.MailboxConfig{Capacity: 512, Policy: actors.DropNew},
+	cfg := Config{SubscriptionID: 1, Batch: batch, Lane: lane, Writer: writer, Root: r.system.Root, Session: r.session}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	props, _ := Props(cfg, actors.MailboxConfig{Capacity: 512, Policy: actors.DropNew},
 		func(m *actors.Mailbox) { r.queue = m; m.Hold() })
 	pid := r.system.Root.Spawn(props)
 	r.feeder = pid
+	r.system.Root.Send(r.session, &watchFeeder{pid: pid})
 	t.Cleanup(func() { _ = r.system.Root.StopFuture(pid).Wait(); _ = r.system.Root.StopFuture(lane.PID).Wait() })
 	return r
+}
+
+// watchFeeder asks the fake session to watch the feeder, as the real one
+// does from adoption on.
+type watchFeeder struct{ pid *actor.PID }
+
+// receiveSession is the fake session: it watches the feeder, closes stopped
+// when the feeder stops, and records every lanes.Lagged.
+func (r *rig) receiveSession(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *watchFeeder:
+		ctx.Watch(msg.pid)
+	case *actor.Terminated:
+		if msg.Who.Equal(r.feeder) {
+			close(r.stopped)
+		}
+	case *lanes.Lagged:
+		r.lagged <- msg
+	}
 }
 
 func (r *rig) post(t *testing.T, n int) {
@@ -60,11 +97,21 @@ func (r *rig) post(t *testing.T, n int) {
 	}
 }
 
+// next takes the next delivery and returns its credit, as the connection
+// writer does after writing it.
 func (r *rig) next(t *testing.T) *lanes.Deliver {
+	t.Helper()
+	d := r.receive(t)
+	d.Egress.Return(d.Bytes)
+	return d
+}
+
+// receive takes the next delivery and keeps its credit: the connection
+// writer has not written it yet.
+func (r *rig) receive(t *testing.T) *lanes.Deliver {
 	t.Helper()
 	select {
 	case d := <-r.got:
-		d.Egress.Return(d.Bytes) // what the connection writer does after writing
 		return d
 	case <-time.After(5 * time.Second):
 		t.Fatal("no delivery within 5s")
@@ -132,7 +179,7 @@ func TestFeederWaitsForEgressCredit(t *testing.T) {
 	r := newRig(t, batch, 1) // a 1-byte share: one frame in flight at a time
 	r.post(t, 3)
 	r.start()
-	d1 := <-r.got // not returned yet: the egress share stays full
+	d1 := r.receive(t) // not returned yet: the egress share stays full
 	select {
 	case d := <-r.got:
 		t.Fatalf("second batch (%d frames) went while the first still held the share", len(d.Frames))
