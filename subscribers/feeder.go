@@ -152,6 +152,8 @@ type feeder struct {
 	// set at the first gap, and the feeder then only waits to be stopped.
 	expect uint64
 	lagged bool
+	// evicted is set when the shard evicted the subscription before Start.
+	evicted bool
 }
 
 // Props returns the props of a feeder. created receives its mailbox (the
@@ -261,6 +263,11 @@ func (f *feeder) handleStart(ctx actor.Context, msg *Start) {
 	if f.phase != waiting {
 		return
 	}
+	if f.evicted {
+		f.phase, f.expect = live, msg.From
+		f.lag(ctx)
+		return
+	}
 	for _, env := range msg.Backlog {
 		f.add(env)
 	}
@@ -348,6 +355,12 @@ func (f *feeder) handlePageRead(ctx actor.Context, msg *pageRead) {
 func (f *feeder) handleEvicted(ctx actor.Context, msg *streams.SubscriberEvicted) {
 	if !f.cfg.Durable {
 		ctx.Stop(ctx.Self())
+		return
+	}
+	if f.phase == waiting {
+		// Not started: nothing was written, so the client resumes from
+		// where it asked to start (handleStart lags at once).
+		f.evicted = true
 		return
 	}
 	if !f.lagged {

@@ -394,6 +394,26 @@ func TestFeederEvicted(t *testing.T) {
 			}
 		})
 	})
+	t.Run("durable before start", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newSyncRig(t, defaultBatch, 1<<30, durable)
+			r.system.Root.Send(r.feeder, &streams.SubscriberEvicted{ResumeFrom: 20})
+			synctest.Wait()
+			if len(r.lagged) != 0 {
+				t.Fatal("evicted before Start: lagged at once, before the start offset is known")
+			}
+			r.system.Root.Send(r.feeder, &Start{Log: newFakeLog(20, 20), From: 5, Live: 20})
+			synctest.Wait()
+			select {
+			case l := <-r.lagged:
+				if l.ResumeFrom != 5 {
+					t.Fatalf("lagged %+v; want resuming from 5, where it asked to start (nothing was written)", *l)
+				}
+			default:
+				t.Fatal("a durable subscription evicted before Start reported no Lagged")
+			}
+		})
+	})
 	t.Run("durable during history", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := newSyncRig(t, defaultBatch, 1<<30, durable)
