@@ -42,6 +42,27 @@ type Config struct {
 	// AuthTimeout closes a connection that has not completed the handshake (10 s).
 	AuthTimeout time.Duration `yaml:"auth_timeout_ms" help:"close a connection that has not completed the handshake within this"`
 
+	// MaxClientConnections bounds the broker's open client connections
+	// (8192); the next one is refused limit_exceeded. 0 = no bound.
+	MaxClientConnections int `yaml:"max_client_connections" help:"open client connections the broker accepts; past it a new connection is refused limit_exceeded; 0 = no bound"`
+	// MaxConnectionsPerIP bounds open connections from one IP address
+	// (512). 0 = no bound.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip" help:"open client connections from one IP address; past it a new one is refused limit_exceeded; 0 = no bound"`
+	// TenantPublishBytesPerSec is each tenant's publish rate in payload
+	// bytes, with a burst of one second's worth; past it a publish is
+	// refused overloaded (tenant_quota). 0 = off.
+	TenantPublishBytesPerSec int64 `yaml:"tenant_publish_bytes_per_sec" help:"payload bytes per second each tenant may publish (burst: one second's worth); past it a publish is refused overloaded (tenant_quota); 0 = off"`
+	// TenantPublishMsgsPerSec is each tenant's publish rate in records,
+	// with a burst of one second's worth. 0 = off.
+	TenantPublishMsgsPerSec int64 `yaml:"tenant_publish_msgs_per_sec" help:"records per second each tenant may publish (burst: one second's worth); past it a publish is refused overloaded (tenant_quota); 0 = off"`
+	// TenantMaxStreams bounds a tenant's streams, explicit (created by
+	// admin) and implicit (created by a first publish or subscribe)
+	// together. 0 = off.
+	TenantMaxStreams int `yaml:"tenant_max_streams" help:"streams one tenant may have, explicit and implicit together; past it creating one is refused limit_exceeded; 0 = off"`
+	// TenantMaxSubscriptions bounds a tenant's open subscriptions over all
+	// its connections. 0 = off.
+	TenantMaxSubscriptions int `yaml:"tenant_max_subscriptions" help:"open subscriptions one tenant may have over all its connections; past it a subscribe is refused limit_exceeded; 0 = off"`
+
 	// PubQueueDepth bounds each shard's mailbox of admitted publishes (64).
 	PubQueueDepth int `yaml:"pub_queue_depth" help:"publish batches a shard admits ahead of its fanout (its mailbox bound)"`
 	// PublishQueueWaitTimeout is how long a publish waits on a full shard

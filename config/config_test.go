@@ -112,6 +112,29 @@ func TestLoadEnvValues(t *testing.T) {
 	wantErrContains(t, LoadEnv([]string{"FELIX_PUB_QUEUE_DEPTH=x"}, &c), "FELIX_PUB_QUEUE_DEPTH: bad integer")
 }
 
+// TestQuotaKnobsUseReferenceNames: the reference's FELIX_* names for the
+// security limits (notes/felix-reference.md §7) load as they are, and the
+// byte rate takes a size like the other *_bytes knobs.
+func TestQuotaKnobsUseReferenceNames(t *testing.T) {
+	c := Default()
+	err := LoadEnv([]string{
+		"FELIX_MAX_CLIENT_CONNECTIONS=100",
+		"FELIX_MAX_CONNECTIONS_PER_IP=10",
+		"FELIX_TENANT_PUBLISH_BYTES_PER_SEC=1MiB",
+		"FELIX_TENANT_PUBLISH_MSGS_PER_SEC=5000",
+		"FELIX_TENANT_MAX_STREAMS=50",
+		"FELIX_TENANT_MAX_SUBSCRIPTIONS=200",
+	}, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []int64{int64(c.MaxClientConnections), int64(c.MaxConnectionsPerIP), c.TenantPublishBytesPerSec,
+		c.TenantPublishMsgsPerSec, int64(c.TenantMaxStreams), int64(c.TenantMaxSubscriptions)}
+	if want := []int64{100, 10, 1 << 20, 5000, 50, 200}; !reflect.DeepEqual(got, want) {
+		t.Errorf("quota knobs from FELIX_* = %v, want %v", got, want)
+	}
+}
+
 func TestPrecedence(t *testing.T) {
 	path := writeFile(t, "pub_queue_depth: 10\npublish_window: 10\nfanout_batch_size: 10\n")
 	env := []string{"FELIX_PUBLISH_WINDOW=20", "FELIX_FANOUT_BATCH_SIZE=20"}
@@ -220,6 +243,12 @@ func TestValidateRefuses(t *testing.T) {
 		{func(c *Config) { c.PreAuthMaxFrameBytes = 0 }, "pre_auth_max_frame_bytes"},
 		{func(c *Config) { c.PreAuthMaxFrameBytes = c.MaxFrameBytes + 1 }, "pre_auth_max_frame_bytes"},
 		{func(c *Config) { c.AuthTimeout = 0 }, "auth_timeout_ms"},
+		{func(c *Config) { c.MaxClientConnections = -1 }, "max_client_connections"},
+		{func(c *Config) { c.MaxConnectionsPerIP = -1 }, "max_connections_per_ip"},
+		{func(c *Config) { c.TenantPublishBytesPerSec = -1 }, "tenant_publish_bytes_per_sec"},
+		{func(c *Config) { c.TenantPublishMsgsPerSec = -1 }, "tenant_publish_msgs_per_sec"},
+		{func(c *Config) { c.TenantMaxStreams = -1 }, "tenant_max_streams"},
+		{func(c *Config) { c.TenantMaxSubscriptions = -1 }, "tenant_max_subscriptions"},
 		{func(c *Config) { c.PubQueueDepth = 0 }, "pub_queue_depth"},
 		{func(c *Config) { c.PublishQueueWaitTimeout = -time.Millisecond }, "publish_queue_wait_timeout_ms"},
 		{func(c *Config) { c.PublishWindow = -1 }, "publish_window"},
@@ -274,6 +303,10 @@ func TestValidateAccepts(t *testing.T) {
 		{"own certificate", func(c *Config) { c.TLSCert, c.TLSKey = "c.pem", "k.pem" }},
 		{"block policies", func(c *Config) { c.SubscriberQueuePolicy, c.SubscriberLaneQueuePolicy = "block", "block" }},
 		{"frame caps at 1 KiB", func(c *Config) { c.MaxFrameBytes, c.PreAuthMaxFrameBytes = 1024, 1024 }},
+		{"connection limits off", func(c *Config) { c.MaxClientConnections, c.MaxConnectionsPerIP = 0, 0 }},
+		{"tenant quotas on", func(c *Config) {
+			c.TenantPublishBytesPerSec, c.TenantPublishMsgsPerSec, c.TenantMaxStreams, c.TenantMaxSubscriptions = 1, 1, 1, 1
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

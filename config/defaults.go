@@ -34,6 +34,12 @@ func Default() Config {
 		PreAuthMaxFrameBytes: int(64 * kib),    // reference §7 Security limits: pre-auth frame cap
 		AuthTimeout:          10 * time.Second, // reference §7 Security limits: FELIX_AUTH_TIMEOUT_MS
 
+		MaxClientConnections: 8192, // reference §7 Security limits: FELIX_MAX_CLIENT_CONNECTIONS
+		MaxConnectionsPerIP:  512,  // reference §7 Security limits: FELIX_MAX_CONNECTIONS_PER_IP
+		// TenantPublishBytesPerSec, TenantPublishMsgsPerSec: 0, off (reference
+		// §7 Security limits). TenantMaxStreams, TenantMaxSubscriptions: 0,
+		// off (ours; the reference has no default to copy).
+
 		PubQueueDepth:           64,                      // spec: Publish/Subscribe, Isolation and backpressure; reference §3.1
 		PublishQueueWaitTimeout: 2000 * time.Millisecond, // spec: Publish/Subscribe, Isolation and backpressure; reference §3.1
 		PublishWindow:           256,                     // spec: Publish/Subscribe, Acked publishes are pipelined

@@ -61,6 +61,14 @@ func (c Config) Validate() error {
 		bad("auth_timeout_ms", "must be positive, got %s", c.AuthTimeout)
 	}
 
+	// Quotas: 0 turns each off, so only a negative value is a mistake.
+	atLeast("max_client_connections", int64(c.MaxClientConnections), 0)
+	atLeast("max_connections_per_ip", int64(c.MaxConnectionsPerIP), 0)
+	atLeast("tenant_publish_bytes_per_sec", c.TenantPublishBytesPerSec, 0)
+	atLeast("tenant_publish_msgs_per_sec", c.TenantPublishMsgsPerSec, 0)
+	atLeast("tenant_max_streams", int64(c.TenantMaxStreams), 0)
+	atLeast("tenant_max_subscriptions", int64(c.TenantMaxSubscriptions), 0)
+
 	atLeast("pub_queue_depth", int64(c.PubQueueDepth), 1)
 	notNegative("publish_queue_wait_timeout_ms", c.PublishQueueWaitTimeout) // 0: no wait
 	atLeast("publish_window", int64(c.PublishWindow), 0)                    // 0 turns pipelining off (reference §3.1)
