@@ -250,3 +250,46 @@ func TestReloadKeepsTrusted(t *testing.T) {
 		t.Error("NewVerifier(Config{}) took a verifier with no keys")
 	}
 }
+
+// TestReloadWhileVerifying: Verify runs on many goroutines while Reload
+// swaps sets (run under -race); every token of the key present in both
+// sets verifies throughout.
+func TestReloadWhileVerifying(t *testing.T) {
+	dir := t.TempDir()
+	s := newSigner(t, "ed")
+	tok, _, _ := s.Mint(Claims{Tenant: "acme", IssuedAt: testNow}, time.Hour)
+	files := [][]byte{publicPEM(t, testKey("ed")), publicPEM(t, testKey("ec"), testKey("ed")), []byte("bad")}
+	path := writeFile(t, dir, "keys.pem", files[0])
+	v, err := NewVerifier(Config{KeyFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := v.Verify(tok, testNow); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range 30 {
+		writeFile(t, dir, "keys.pem", files[i%len(files)])
+		_ = v.Reload() // the bad file's error is expected
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("Verify during reloads: %v", err)
+		}
+	}
+}
