@@ -399,6 +399,27 @@ func TestBadInput(t *testing.T) {
 		binary.BigEndian.PutUint32(out[8:], uint32(len(out)-wire.HeaderLen))
 		return out
 	}
+	// A second Auth is a re-authentication: one with no token, or for
+	// another tenant, is refused, and the connection keeps its rights.
+	for _, tc := range []struct {
+		name string
+		auth *wire.Auth
+		want wire.Code
+	}{
+		{"reauth-no-token", &wire.Auth{Tenant: "default"}, wire.CodeUnauthenticated},
+		{"reauth-garbage-token", &wire.Auth{Tenant: "default", Token: "not.a.jwt"}, wire.CodeUnauthenticated},
+		{"reauth-other-tenant", &wire.Auth{Tenant: "other"}, wire.CodeInvalidRequest},
+	} {
+		run("control/"+tc.name, func(t *testing.T, ctx context.Context, rc *brokertest.RawConn) {
+			ctrl, _ := rc.MustHandshake(t, ctx)
+			f, _ := wire.AppendMessage(nil, tc.auth)
+			if err := ctrl.Write(f); err != nil {
+				t.Fatal(err)
+			}
+			expectErrorMsg(t, ctx, ctrl, 0, tc.want)
+			subscribeWorks(t, ctx, ctrl, 4)
+		})
+	}
 	for _, tc := range []struct {
 		name  string
 		frame func() []byte
@@ -492,10 +513,6 @@ func TestBadInput(t *testing.T) {
 			return append(rawHeader(0, uint32(len(p))), p...)
 		}},
 		{"empty-control-payload", func(t *testing.T) []byte { return rawHeader(0, 0) }},
-		{"auth-again", func(t *testing.T) []byte {
-			f, _ := wire.AppendMessage(nil, &wire.Auth{Tenant: "default"})
-			return f
-		}},
 		{"server-message", func(t *testing.T) []byte {
 			f, _ := wire.AppendMessage(nil, &wire.Subscribed{RequestID: 1, SubscriptionID: 1})
 			return f

@@ -19,11 +19,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/lanes"
 	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/metrics"
+	"github.com/getfelix/felix-go/quota"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/subscribers"
 	"github.com/getfelix/felix-go/transport"
@@ -80,6 +82,11 @@ type Broker struct {
 
 	metrics *metrics.Metrics
 	dir     *actors.Directory
+	// verifier checks tokens; nil under auth none.
+	verifier *auth.Verifier
+	// conns and tenants hold the connection and tenant limits.
+	conns   *quota.Connections
+	tenants *quota.Tenants
 	store   *metadata.Store
 	defs    []streams.Def // loaded from store at Start
 	admin   *adminServer
@@ -114,6 +121,14 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	b.queueTotal = actors.NewByteBudget(cfg.SubscriberQueueMaxBytesTotal)
 	b.dir = actors.NewDirectory()
 	b.metrics = metrics.New(b.dir, b.queueTotal)
+	limits := quota.Config{
+		MaxConnections: cfg.MaxClientConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+		PublishBytesPerSec: cfg.TenantPublishBytesPerSec, PublishMsgsPerSec: cfg.TenantPublishMsgsPerSec,
+		MaxStreams: cfg.TenantMaxStreams, MaxSubscriptions: cfg.TenantMaxSubscriptions,
+	}
+	counted := quota.WithOnRefused(func(_, limit string) { b.metrics.QuotaRefused.WithLabelValues(limit).Inc() })
+	b.conns = quota.NewConnections(limits, counted)
+	b.tenants = quota.NewTenants(limits, counted)
 	return b, nil
 }
 
@@ -123,6 +138,9 @@ func (b *Broker) Start() error {
 	if b.system == nil {
 		b.system = actor.NewActorSystem(actors.LoggerFactory(b.log.With().Str("component", "actors").Logger()))
 		b.ownsSystem = true
+	}
+	if err := b.setupAuth(); err != nil {
+		return err
 	}
 	if err := b.loadDefinitions(); err != nil {
 		return err
@@ -236,6 +254,7 @@ func (b *Broker) listen() error {
 		PublishWindow:        b.cfg.PublishWindow,
 		Log:                  b.log,
 		OnConnection:         b.countConnection,
+		Admit:                b.admitConnection,
 	}, b)
 	return err
 }
@@ -351,6 +370,7 @@ func (b *Broker) laneConfig() lanes.LaneConfig {
 
 func (b *Broker) registryConfig() streams.RegistryConfig {
 	return streams.RegistryConfig{
+		CheckStreams: b.tenants.CheckStreams,
 		Shard: streams.ShardConfig{
 			SubscriberPolicy:  b.policy,
 			RingRecords:       b.cfg.ReplayRingRecords,

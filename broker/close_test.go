@@ -24,7 +24,7 @@ func TestCloseDeliversTrailingFireAndForget(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	pub, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: cfg.DataDir + "/cert.pem"})
+	pub, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: cfg.DataDir + "/cert.pem", Token: brokertest.Token(t, cfg, "default")})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -986,7 +986,7 @@ func TestConnectionChurnLeavesNothing(t *testing.T) {
 	baseline := goleak.IgnoreCurrent()
 
 	for round := range 5 {
-		c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(cfg.DataDir, quicconf.CertFile)})
+		c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(cfg.DataDir, quicconf.CertFile), Token: brokertest.Token(t, cfg, "default")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
@@ -35,6 +39,9 @@ type conn struct {
 	b       *Broker
 	client  service.Client
 	session *actor.PID
+	// principal is who the client is and what it may do; a
+	// re-authentication replaces it.
+	principal atomic.Pointer[auth.Principal]
 
 	mu struct {
 		sync.Mutex
@@ -46,7 +53,13 @@ type conn struct {
 // Open implements service.Service: it spawns the client's session actor,
 // which spawns the connection's writer.
 func (b *Broker) Open(ctx context.Context, client service.Client) (service.Session, error) {
+	p, err := b.authenticate(client.Tenant, client.Token, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	client.Token = "" // verified; not kept
 	c := &conn{b: b, client: client}
+	c.principal.Store(p)
 	c.mu.defs = make(map[wire.Scope]streams.Def)
 	c.mu.shards = make(map[shardKey]*streams.ShardRef)
 	var mb *actors.Mailbox
@@ -59,7 +72,31 @@ func (b *Broker) Open(ctx context.Context, client service.Client) (service.Sessi
 	}
 	b.dir.Add(pid, actors.KindSession, mb, map[string]string{"conn": fmt.Sprint(client.ID), "remote": client.Remote.String(), "tenant": client.Tenant})
 	c.session = pid
+	b.system.Root.Send(pid, &watchExpiry{at: p.Expires})
 	return c, nil
+}
+
+// Reauthenticate implements service.Session: a fresh token for the same
+// tenant replaces the principal, and the session's subscriptions end when
+// the new one expires instead.
+func (c *conn) Reauthenticate(ctx context.Context, token string) error {
+	p, err := c.b.authenticate(c.client.Tenant, token, time.Now())
+	if err != nil {
+		return err
+	}
+	c.principal.Store(p)
+	c.b.system.Root.Send(c.session, &watchExpiry{at: p.Expires})
+	return nil
+}
+
+// admitConnection applies the connection limits before a connection is
+// served (the transport's Admit).
+func (b *Broker) admitConnection(remote net.Addr) (func(), error) {
+	var ip netip.Addr
+	if ua, ok := remote.(*net.UDPAddr); ok {
+		ip = ua.AddrPort().Addr()
+	}
+	return b.conns.Acquire(ip)
 }
 
 // sessionMailboxDepth bounds a session's mailbox. Everything it receives is
@@ -181,6 +218,12 @@ func (c *conn) Publish(ctx context.Context, p *service.Publish, done func(servic
 
 func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.PublishResult)) error {
 	if err := p.Scope.Validate(); err != nil {
+		return err
+	}
+	if err := c.authorize(auth.ActionStreamPublish, p.Scope); err != nil {
+		return err
+	}
+	if err := c.b.tenants.AllowPublish(p.Scope.Tenant, len(p.Payloads), p.Bytes(), time.Now()); err != nil {
 		return err
 	}
 	wait := c.b.cfg.PublishQueueWaitTimeout

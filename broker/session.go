@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -56,6 +57,19 @@ type endSubscription struct {
 	abort bool
 }
 
+// watchExpiry tells the session when the connection's credential expires:
+// its subscriptions end then, unless a re-authentication moves it.
+type watchExpiry struct {
+	actors.ControlMessage
+	at time.Time
+}
+
+// tokenExpired is the expiry timer firing for the watch of generation gen.
+type tokenExpired struct {
+	actors.ControlMessage
+	gen uint64
+}
+
 // closeSession ends every subscription; the answer is the writer to stop.
 type closeSession struct{ actors.ControlMessage }
 
@@ -63,11 +77,14 @@ type sessionClosed struct{ writer *actor.PID }
 
 // subscription is one live subscription, as its session keeps it.
 type subscription struct {
-	id      uint64
-	feeder  *actor.PID
-	shard   *actor.PID
-	writer  *lanes.WriterRef
-	egress  *lanes.Egress
+	id     uint64
+	feeder *actor.PID
+	shard  *actor.PID
+	writer *lanes.WriterRef
+	egress *lanes.Egress
+	// release gives the subscription's place in its tenant's
+	// tenant_max_subscriptions back.
+	release func()
 	lagging bool // the writer was asked to end it lagged
 }
 
@@ -81,6 +98,7 @@ const (
 	endFeederGone                    // the feeder stopped: reset the stream with an error
 	endWriterGone                    // the writer stopped: it already reset the streams
 	endLagged                        // the writer queued the lag frame and finishes the stream
+	endExpired                       // the connection's token expired: reset the stream saying so
 	endConnClosed                    // the connection is gone
 )
 
@@ -99,6 +117,11 @@ type session struct {
 	subs     map[uint64]*subscription
 	byFeeder map[string]uint64 // feeder PID id -> subscription id
 	closed   bool
+
+	// expiry ends every subscription when the credential expires;
+	// expiryGen tells a stale timer from the current one.
+	expiry    *time.Timer
+	expiryGen uint64
 }
 
 func newSession(b *Broker, c service.Client) *session {
@@ -129,6 +152,10 @@ func (s *session) Receive(ctx actor.Context) {
 		s.handleLagged(ctx, msg)
 	case *lanes.LagQueued:
 		s.endByID(ctx, msg.SubscriptionID, endLagged)
+	case *watchExpiry:
+		s.handleWatchExpiry(ctx, msg)
+	case *tokenExpired:
+		s.handleTokenExpired(ctx, msg)
 	case *closeSession:
 		s.handleClose(ctx)
 	default:
@@ -147,6 +174,7 @@ func (s *session) handleStarted(ctx actor.Context) {
 // handleStopped ends whatever is left: a session stopped by anything but
 // Close must not leave feeders running for a connection nobody tracks.
 func (s *session) handleStopped(ctx actor.Context) {
+	s.stopExpiry()
 	for _, sub := range s.subs {
 		s.end(ctx, sub, endFeederGone)
 	}
@@ -314,7 +342,39 @@ func (s *session) handleLagged(ctx actor.Context, msg *lanes.Lagged) {
 	ctx.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Lagged: true, ResumeFrom: msg.ResumeFrom})
 }
 
+// handleWatchExpiry (re)arms the expiry timer; the timer's goroutine only
+// sends a message, so the expiry is handled here like everything else.
+func (s *session) handleWatchExpiry(ctx actor.Context, msg *watchExpiry) {
+	s.stopExpiry()
+	gen, self, root := s.expiryGen, ctx.Self(), s.b.system.Root
+	s.expiry = time.AfterFunc(time.Until(msg.at), func() { root.Send(self, &tokenExpired{gen: gen}) })
+}
+
+// handleTokenExpired ends every subscription with an error that says the
+// token expired; new operations are refused by the service until the
+// client re-authenticates.
+func (s *session) handleTokenExpired(ctx actor.Context, msg *tokenExpired) {
+	if msg.gen != s.expiryGen || s.closed {
+		return
+	}
+	if len(s.subs) > 0 {
+		s.b.log.Info().Uint64("conn", s.client.ID).Int("subscriptions", len(s.subs)).Msg("token expired; ending the connection's subscriptions")
+	}
+	for _, sub := range s.subs {
+		s.end(ctx, sub, endExpired)
+	}
+}
+
+func (s *session) stopExpiry() {
+	if s.expiry != nil {
+		s.expiry.Stop()
+		s.expiry = nil
+	}
+	s.expiryGen++
+}
+
 func (s *session) handleClose(ctx actor.Context) {
+	s.stopExpiry()
 	s.closed = true
 	for _, sub := range s.subs {
 		s.end(ctx, sub, endConnClosed)
@@ -350,6 +410,11 @@ func (s *session) end(ctx actor.Context, sub *subscription, why endReason) {
 		ctx.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id})
 	case endFeederGone:
 		ctx.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Abort: true})
+	case endExpired:
+		ctx.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Abort: true, AbortCode: wire.StreamCodeUnauthenticated})
 	}
 	sub.egress.Close()
+	if sub.release != nil {
+		sub.release()
+	}
 }

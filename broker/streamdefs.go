@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"time"
 
+	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
@@ -57,6 +60,12 @@ func (c *conn) registryRequest(ctx context.Context, msg any) (streams.Def, error
 
 // CreateStream implements service.Session.
 func (c *conn) CreateStream(ctx context.Context, spec *service.StreamSpec) (*service.StreamInfo, error) {
+	if err := spec.Scope.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.authorize(auth.ActionStreamManage, spec.Scope); err != nil {
+		return nil, err
+	}
 	routing, err := streams.ParseRouting(spec.Routing)
 	if err != nil {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "%v", err)
@@ -78,6 +87,13 @@ func (c *conn) CreateStream(ctx context.Context, spec *service.StreamSpec) (*ser
 
 // Stream implements service.Session.
 func (c *conn) Stream(ctx context.Context, scope wire.Scope) (*service.StreamInfo, error) {
+	if err := scope.Validate(); err != nil {
+		return nil, err
+	}
+	// Any stream action on it lets a client see a stream's definition.
+	if err := c.authorize(auth.ActionStreamManage, scope); err != nil && (!errors.Is(err, wire.ErrForbidden) || !mayList(c.principal.Load(), scope)) {
+		return nil, err
+	}
 	d, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
 	if err != nil {
 		return nil, err
@@ -90,19 +106,32 @@ func (c *conn) Streams(ctx context.Context, tenant, namespace string) ([]service
 	if err := wire.ValidateName("tenant", tenant); err != nil {
 		return nil, err
 	}
+	p := c.principal.Load()
+	if p.Expired(time.Now()) || tenant != p.Tenant {
+		// Expired, or another tenant: the same refusal any operation gets.
+		return nil, c.authorize(auth.ActionStreamManage, wire.Scope{Tenant: tenant, Namespace: "*", Stream: "*"})
+	}
 	res, err := streams.Request[*streams.StreamListResult](c.b.system.Root, c.b.registry, &streams.ListStreams{Tenant: tenant, Namespace: namespace}, c.b.wait(ctx))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]service.StreamInfo, 0, len(res.Defs))
 	for _, d := range res.Defs {
-		out = append(out, *streamInfo(d))
+		if mayList(p, d.Scope) {
+			out = append(out, *streamInfo(d))
+		}
 	}
 	return out, nil
 }
 
 // DeleteStream implements service.Session.
 func (c *conn) DeleteStream(ctx context.Context, scope wire.Scope) error {
+	if err := scope.Validate(); err != nil {
+		return err
+	}
+	if err := c.authorize(auth.ActionStreamManage, scope); err != nil {
+		return err
+	}
 	_, err := c.registryRequest(ctx, &streams.DeleteStream{Scope: scope})
 	c.forgetStream(scope)
 	return err
@@ -121,6 +150,9 @@ const (
 func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, error) {
 	scope := req.Scope
 	if err := scope.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.authorize(auth.ActionStreamSubscribe, scope); err != nil {
 		return nil, err
 	}
 	// A read never creates a stream: an unknown one is not_found.

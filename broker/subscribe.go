@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/lanes"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
@@ -22,30 +23,30 @@ import (
 // Until adoption this goroutine tears down what it built; after it, only
 // the session ends the subscription.
 func (c *conn) Subscribe(ctx context.Context, req *service.Subscribe, open service.OpenSink) (*service.Subscribed, error) {
-	ref, err := c.subscribeShard(ctx, req)
+	if err := req.Scope.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.authorize(auth.ActionStreamSubscribe, req.Scope); err != nil {
+		return nil, err
+	}
+	release, err := c.b.tenants.AcquireSubscription(req.Scope.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	writer, err := ask[*lanes.WriterRef](ctx, c, c.session, &getWriter{})
+	sub, queue, ref, err := c.build(ctx, req, open)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	id := c.b.nextSubID.Add(1)
-	sink, err := open(id)
-	if err != nil {
-		return nil, err
-	}
-	capacity := c.grantCapacity(req.QueueCapacity)
-	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, ref, writer, sink, capacity)
-	if err != nil {
-		return nil, err
-	}
+	sub.release = release
 	if res, err := ask[*adopted](ctx, c, c.session, &adopt{sub: sub}); err != nil || res.err != nil {
 		c.b.system.Root.Stop(sub.feeder)
-		c.b.system.Root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id, Abort: true})
+		c.b.system.Root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Abort: true})
 		sub.egress.Close()
+		release()
 		return nil, errors.Join(err, res.errOrNil())
 	}
+	id := sub.id
 	added, err := ask[*streams.SubscriberAdded](ctx, c, ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue, Backlog: !ref.Durable && req.Start != service.StartLatest})
 	if err != nil {
 		c.b.system.Root.Send(c.session, &endSubscription{id: id, abort: true})
@@ -57,11 +58,31 @@ func (c *conn) Subscribe(ctx context.Context, req *service.Subscribe, open servi
 		return nil, err
 	}
 	c.b.system.Root.Send(sub.feeder, start)
-	res := &service.Subscribed{ID: id, QueueCapacity: capacity}
+	res := &service.Subscribed{ID: id, QueueCapacity: queue.Config().Capacity}
 	if ref.Durable {
 		res.Durable, res.StartOffset, res.LiveOffset = true, start.From, added.Live
 	}
 	return res, nil
+}
+
+// build resolves the shard, opens the sink and spawns the feeder: the parts
+// of a subscription before the session adopts it.
+func (c *conn) build(ctx context.Context, req *service.Subscribe, open service.OpenSink) (*subscription, *actors.Mailbox, *streams.ShardRef, error) {
+	ref, err := c.subscribeShard(ctx, req)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	writer, err := ask[*lanes.WriterRef](ctx, c, c.session, &getWriter{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	id := c.b.nextSubID.Add(1)
+	sink, err := open(id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, ref, writer, sink, c.grantCapacity(req.QueueCapacity))
+	return sub, queue, ref, err
 }
 
 func (a *adopted) errOrNil() error {
@@ -73,9 +94,6 @@ func (a *adopted) errOrNil() error {
 
 // subscribeShard resolves the shard a subscription is for.
 func (c *conn) subscribeShard(ctx context.Context, req *service.Subscribe) (*streams.ShardRef, error) {
-	if err := req.Scope.Validate(); err != nil {
-		return nil, err
-	}
 	if _, err := c.stream(ctx, req.Scope); err != nil {
 		return nil, err
 	}

@@ -106,6 +106,7 @@ func TestCloseFlushesEveryPublishStream(t *testing.T) {
 		subs[i] = sub
 	}
 	opts.CAFile = filepath.Join(cfg.DataDir, quicconf.CertFile)
+	opts.Token = brokertest.Token(t, cfg, "default")
 	pub, err := client.Dial(ctx, b.Addr().String(), opts)
 	if err != nil {
 		t.Fatalf("dial: %v", err)

@@ -30,6 +30,19 @@ type Config struct {
 	Chaos bool `yaml:"chaos" help:"enable the admin endpoint's chaos routes, which crash or stop actors on request"`
 	// LogLevel is a zerolog level name: trace, debug, info, warn, error.
 	LogLevel string `yaml:"log_level" help:"log level"`
+	// Auth is how clients authenticate: "jwt" (signed tokens, the default;
+	// the broker makes a signing key and admin.token in DataDir on first
+	// start) or "none" (an open broker: every client gets every right on the
+	// tenant it names; refused on a non-loopback listen address unless
+	// AuthNoneAnywhere).
+	Auth string `yaml:"auth" help:"client authentication: jwt (signed tokens; admin.token is written to the data dir) or none (open, loopback only unless auth_none_anywhere)"`
+	// AuthKeys names a file of public keys (PEM or JWKS) whose tokens are
+	// accepted besides the local key's; reloaded on SIGHUP.
+	AuthKeys string `yaml:"auth_keys" help:"file of trusted public keys (PEM or JWKS) besides the data dir's own; reloaded on SIGHUP"`
+	// AuthAudience is the audience a token must name ("felix").
+	AuthAudience string `yaml:"auth_audience" help:"audience (aud) every token must name"`
+	// AuthNoneAnywhere allows auth none on a non-loopback address.
+	AuthNoneAnywhere bool `yaml:"auth_none_anywhere" help:"allow --auth none on a non-loopback listen address (anyone who reaches it gets every right)"`
 	// TLSCert and TLSKey name a PEM certificate and key; both empty means a
 	// self-signed certificate is generated into DataDir.
 	TLSCert string `yaml:"tls_cert" help:"PEM certificate file, set with tls_key; both empty generates a self-signed one into the data dir"`

@@ -19,7 +19,9 @@ func Default() Config {
 		Listen:  "127.0.0.1:5000",
 		DataDir: "./felix-data",
 		// Loopback: the admin endpoint has no authentication (issue 3).
-		Admin: "127.0.0.1:5080",
+		Admin:        "127.0.0.1:5080",
+		Auth:         "jwt",
+		AuthAudience: "felix",
 
 		DurableFsync:        "periodic",             // reference §5.3 (default policy)
 		DurableSyncInterval: 250 * time.Millisecond, // reference §5.3 FELIX_DURABLE_FSYNC_INTERVAL_MS

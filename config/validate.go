@@ -123,6 +123,15 @@ func (c Config) Validate() error {
 	if c.ReplayRingMaxBytesTotal > 0 && c.ReplayRingMaxBytesTotal < c.ReplayRingMaxBytes {
 		errs = append(errs, fmt.Errorf("config: replay_ring_max_bytes_total (%d) is smaller than one ring's replay_ring_max_bytes (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes))
 	}
+	if c.Auth != "jwt" && c.Auth != "none" {
+		errs = append(errs, fmt.Errorf("config: auth %q is not jwt or none", c.Auth))
+	}
+	if c.Auth == "none" && c.AuthKeys != "" {
+		errs = append(errs, fmt.Errorf("config: auth_keys %q is set but auth is none: keys would be ignored; drop one", c.AuthKeys))
+	}
+	if c.Auth == "jwt" && c.AuthAudience == "" {
+		errs = append(errs, fmt.Errorf("config: auth_audience is empty; tokens must name an audience (the default is felix)"))
+	}
 	if c.Admin != "" {
 		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
 			errs = append(errs, fmt.Errorf("config: admin %q is not host:port (empty turns the admin endpoint off): %w", c.Admin, err))

@@ -18,9 +18,10 @@ type EventStream interface {
 }
 
 // Aborter is implemented by an EventStream that can be reset, so a client
-// learns its subscription ended by error rather than cleanly.
+// learns its subscription ended by error rather than cleanly; code is a
+// wire.StreamCode* saying why.
 type Aborter interface {
-	Abort()
+	Abort(code uint64)
 }
 
 // Register hands a subscription's event stream to the connection writer,
@@ -45,6 +46,9 @@ type Unregister struct {
 	actors.ControlMessage
 	SubscriptionID uint64
 	Abort          bool
+	// AbortCode is the reset's wire.StreamCode*; zero is
+	// StreamCodeSubscriptionEnded.
+	AbortCode uint64
 	// Lagged ends a durable subscription that fell behind: after what is
 	// queued, a SubscriptionLagged frame tells the client to resume right
 	// after the last batch this writer queued (ResumeFrom only when the
@@ -183,15 +187,19 @@ func (w *connWriter) Receive(ctx actor.Context) {
 // connection ends when the transport closes the connection.
 func (w *connWriter) handleStopped() {
 	for id, s := range w.subs {
-		abort(s.stream)
+		abort(s.stream, 0)
 		w.finish(s)
 		delete(w.subs, id)
 	}
 }
 
-func abort(st EventStream) {
+// abort resets st with code (zero: StreamCodeSubscriptionEnded).
+func abort(st EventStream, code uint64) {
+	if code == 0 {
+		code = wire.StreamCodeSubscriptionEnded
+	}
 	if a, ok := st.(Aborter); ok {
-		a.Abort()
+		a.Abort(code)
 	}
 }
 
@@ -276,7 +284,7 @@ func (w *connWriter) handleUnregister(ctx actor.Context, msg *Unregister) {
 		return
 	}
 	if msg.Abort {
-		abort(s.stream)
+		abort(s.stream, msg.AbortCode)
 		w.finish(s)
 		delete(w.subs, s.id)
 		return

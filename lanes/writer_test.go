@@ -71,7 +71,7 @@ func (s *memStream) all() []byte {
 // abortStream is a memStream that can be reset.
 type abortStream struct{ memStream }
 
-func (s *abortStream) Abort() {
+func (s *abortStream) Abort(uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.aborts++
@@ -109,7 +109,7 @@ func (s *blockingStream) Write(p []byte) (int, error) {
 	return s.memStream.Write(p)
 }
 
-func (s *blockingStream) Abort() {
+func (s *blockingStream) Abort(uint64) {
 	s.mu.Lock()
 	s.aborts++
 	s.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
@@ -62,9 +63,17 @@ func startEmbedded(cfg Config) (*target, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start the embedded broker: %w", err)
 	}
+	// The embedded broker wrote its admin token (full rights on tenant
+	// default) beside its certificate.
+	token, err := auth.ReadToken(filepath.Join(dir, auth.AdminTokenFile))
+	if err != nil {
+		_ = b.Stop(context.Background())
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start the embedded broker: %w", err)
+	}
 	return &target{
 		addr: b.Addr().String(),
-		opts: client.Options{CAFile: filepath.Join(dir, quicconf.CertFile)},
+		opts: client.Options{CAFile: filepath.Join(dir, quicconf.CertFile), Token: token},
 		// Read the registry directly: the embedded broker serves no admin
 		// address, and there is no text to parse.
 		drops: func(context.Context) (int64, error) {

@@ -39,6 +39,10 @@ type Metrics struct {
 	Subscriptions   prometheus.Gauge
 	// SubscriptionsLagged counts durable subscriptions ended as lagged.
 	SubscriptionsLagged prometheus.Counter
+	// AuthRefused counts refused credentials and operations, by reason.
+	AuthRefused *prometheus.CounterVec
+	// QuotaRefused counts what a quota or limit refused, by limit (the knob).
+	QuotaRefused *prometheus.CounterVec
 
 	ActorRestarts *prometheus.CounterVec // kind, directive
 
@@ -89,6 +93,8 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		Connections:         vec("felix_connections_total", "Connection events: accepted, refused, auth_timeout, closed.", "event"),
 		ConnectionsOpen:     gauge("felix_connections_open", "Connections that completed the QUIC handshake and are open."),
 		Subscriptions:       gauge("felix_subscriptions", "Live subscriptions."),
+		AuthRefused:         vec("felix_auth_refused_total", "Refused credentials and operations: no_token, invalid_token, wrong_tenant, expired, forbidden.", "reason"),
+		QuotaRefused:        vec("felix_quota_refused_total", "Connections, publishes, subscriptions and streams refused by a limit, by the limit's knob.", "limit"),
 		SubscriptionsLagged: counter("felix_subscriptions_lagged_total", "Durable subscriptions ended as lagged (a gap they did not get); clients resume from the offset they were given."),
 		ActorRestarts:       vec("felix_actor_restarts_total", "Supervisor decisions on failed actors, by actor kind and directive.", "kind", "directive"),
 		dir:                 dir,

@@ -22,7 +22,9 @@ import (
 
 // Service opens sessions. It is safe for concurrent use.
 type Service interface {
-	// Open starts a session for one client that completed its handshake.
+	// Open authenticates a client that completed its handshake and starts
+	// its session; an error is unauthenticated (or limit_exceeded) and the
+	// client is refused.
 	Open(ctx context.Context, c Client) (Session, error)
 }
 
@@ -31,8 +33,10 @@ type Client struct {
 	// ID is unique among the broker's live sessions.
 	ID     uint64
 	Remote net.Addr
-	// Tenant is the tenant the client authenticated as.
+	// Tenant is the tenant the client names; its token must be for it.
 	Tenant string
+	// Token is the client's credential (a signed JWT); Open verifies it.
+	Token string
 	// Offsets asks for event batches that carry their base offset (the
 	// felix/1 flag FlagEventBatchOffsets); only durable streams have them.
 	Offsets bool
@@ -64,6 +68,10 @@ type Session interface {
 	Streams(ctx context.Context, tenant, namespace string) ([]StreamInfo, error)
 	// DeleteStream deletes a stream and ends its subscriptions.
 	DeleteStream(ctx context.Context, scope wire.Scope) error
+	// Reauthenticate replaces the session's credential with a fresh token
+	// for the same tenant, before or after the old one expired; on an
+	// error the old one stays in force.
+	Reauthenticate(ctx context.Context, token string) error
 	// Close ends every subscription of the session; the client is gone.
 	Close()
 }
@@ -125,11 +133,12 @@ type Subscribed struct {
 
 // Sink is where a subscription's event batches are written (a QUIC send
 // stream for felix/1). Close ends it cleanly; Abort resets it, telling the
-// client the broker ended the subscription.
+// client the broker ended the subscription; code (a wire.StreamCode*) says
+// why.
 type Sink interface {
 	io.Writer
 	Close() error
-	Abort()
+	Abort(code uint64)
 }
 
 // OpenSink opens the sink of subscription id.

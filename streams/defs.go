@@ -121,6 +121,12 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 			"retention applies to durable streams; an in-memory stream keeps only its replay ring (replay_ring_records, replay_ring_max_bytes)")})
 		return
 	}
+	if _, replaces := r.defs[d.Scope]; !replaces {
+		if err := r.admit(d.Scope); err != nil {
+			ctx.Respond(&StreamResult{Err: err})
+			return
+		}
+	}
 	d.Implicit = false
 	if d.CreatedAt.IsZero() {
 		d.CreatedAt = time.Now().UTC()
@@ -131,8 +137,35 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 			return
 		}
 	}
-	r.defs[d.Scope] = d
+	r.put(d)
 	ctx.Respond(&StreamResult{Def: d})
+}
+
+// admit asks whether scope's tenant may have one more stream.
+func (r *registry) admit(scope wire.Scope) error {
+	if r.cfg.CheckStreams == nil {
+		return nil
+	}
+	return r.cfg.CheckStreams(scope.Tenant, r.perTenant[scope.Tenant])
+}
+
+// put sets a definition, counting a new one against its tenant.
+func (r *registry) put(d Def) {
+	if _, ok := r.defs[d.Scope]; !ok {
+		r.perTenant[d.Scope.Tenant]++
+	}
+	r.defs[d.Scope] = d
+}
+
+// remove forgets a definition.
+func (r *registry) remove(scope wire.Scope) {
+	if _, ok := r.defs[scope]; !ok {
+		return
+	}
+	delete(r.defs, scope)
+	if r.perTenant[scope.Tenant]--; r.perTenant[scope.Tenant] <= 0 {
+		delete(r.perTenant, scope.Tenant)
+	}
 }
 
 func (r *registry) handleGetStream(ctx actor.Context, msg *GetStream) {
@@ -151,8 +184,11 @@ func (r *registry) def(scope wire.Scope, create bool) (Def, error) {
 	if err := scope.Validate(); err != nil {
 		return Def{}, err
 	}
+	if err := r.admit(scope); err != nil {
+		return Def{}, err
+	}
 	d := Def{Scope: scope, Shards: 1, Implicit: true, CreatedAt: time.Now().UTC()}
-	r.defs[scope] = d
+	r.put(d)
 	return d, nil
 }
 
@@ -179,7 +215,7 @@ func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 			return
 		}
 	}
-	delete(r.defs, msg.Scope)
+	r.remove(msg.Scope)
 	ctx.Send(r.shards, &stopShards{scope: msg.Scope})
 	if d.Durable && r.cfg.RemoveLogs != nil {
 		r.cfg.RemoveLogs(d)

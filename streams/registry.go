@@ -32,6 +32,9 @@ type GetShard struct {
 // OpenLog to know durable storage exists) and the shard supervisor (the rest).
 type RegistryConfig struct {
 	Shard ShardConfig
+	// CheckStreams, when set, is asked before a tenant gets a new stream
+	// (explicit or implicit), with how many it has (tenant_max_streams).
+	CheckStreams func(tenant string, current int) error
 	// PubQueueDepth bounds each shard's mailbox.
 	PubQueueDepth int
 	Log           zerolog.Logger
@@ -59,6 +62,8 @@ type registry struct {
 	cfg    RegistryConfig
 	shards *actor.PID // the shard supervisor
 	defs   map[wire.Scope]Def
+	// perTenant counts each tenant's definitions, for CheckStreams.
+	perTenant map[string]int
 }
 
 // RegistryProps returns the props of the registry, a top-level actor beside
@@ -66,9 +71,9 @@ type registry struct {
 func RegistryProps(cfg RegistryConfig, shards *actor.PID, created func(*actors.Mailbox)) *actor.Props {
 	// One instance across restarts: definitions survive a panic (implicit
 	// streams are nowhere else).
-	r := &registry{cfg: cfg, shards: shards, defs: make(map[wire.Scope]Def)}
+	r := &registry{cfg: cfg, shards: shards, defs: make(map[wire.Scope]Def), perTenant: make(map[string]int)}
 	for _, d := range cfg.Defs {
-		r.defs[d.Scope] = d
+		r.put(d)
 	}
 	// The supervisors' props give it their guardian (restart) and mailbox;
 	// it has no children to supervise.

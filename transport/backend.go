@@ -12,6 +12,7 @@ type ConnInfo struct {
 	ID       uint64
 	Remote   net.Addr
 	Tenant   string
+	Token    string
 	Flags    uint16
 	Features uint32
 }

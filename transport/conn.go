@@ -32,12 +32,12 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		return
 	}
 	session, err := s.backend.Open(conn.Context(), service.Client{
-		ID: info.ID, Remote: info.Remote, Tenant: info.Tenant,
+		ID: info.ID, Remote: info.Remote, Tenant: info.Tenant, Token: info.Token,
 		Offsets: info.Flags&wire.FlagEventBatchOffsets != 0,
 	})
 	if err != nil {
-		writeError(ctrl, 0, wire.AsError(err))
-		_ = conn.CloseWithError(CloseShutdown, "broker cannot serve this connection")
+		// A refused credential (or limit): the typed error, then the close.
+		s.refuse(conn, ctrl, wire.AsError(err))
 		return
 	}
 	ack := &wire.AuthOK{
@@ -53,7 +53,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 	}
 	fr.MaxLen = s.cfg.MaxFrameBytes
 
-	h := &connHandler{srv: s, conn: conn, session: session, log: log, info: info}
+	h := &connHandler{srv: s, conn: conn, session: session, log: log, info: info, authOK: ack}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); h.serveStream(ctrl, fr) }()
@@ -120,6 +120,7 @@ func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, *wire.Fram
 		ID:       id,
 		Remote:   conn.RemoteAddr(),
 		Tenant:   auth.Tenant,
+		Token:    auth.Token,
 		Flags:    auth.ClientFlags & wire.SupportedFlags,
 		Features: auth.ClientFeatures & wire.SupportedFeatures,
 	}
@@ -178,6 +179,7 @@ type connHandler struct {
 	session service.Session
 	log     zerolog.Logger
 	info    ConnInfo
+	authOK  *wire.AuthOK // the handshake's answer, repeated to a re-authentication
 }
 
 // serveStream reads requests from one bidirectional stream until it ends.
@@ -250,7 +252,7 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))
 		})
 	case *wire.Auth:
-		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "already authenticated"))
+		h.handleReauth(ctx, r, m)
 	default:
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
 	}
@@ -277,6 +279,20 @@ func (h *connHandler) handleSubscribe(ctx context.Context, r *responder, m *wire
 			StartOffset: res.StartOffset, LiveOffset: res.LiveOffset, Durable: res.Durable,
 		})
 	}
+}
+
+// handleReauth takes a fresh token on an authenticated connection (its
+// old one expiring or expired); the answer is AuthOK, as at the handshake.
+func (h *connHandler) handleReauth(ctx context.Context, r *responder, m *wire.Auth) {
+	if m.Tenant != h.info.Tenant {
+		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "a connection stays with its tenant %q; open another connection for tenant %q", h.info.Tenant, m.Tenant))
+		return
+	}
+	if err := h.session.Reauthenticate(ctx, m.Token); err != nil {
+		r.fail(0, wire.AsError(err))
+		return
+	}
+	r.reply(h.authOK)
 }
 
 // answer queues the reply of a request, or its error.
@@ -341,8 +357,8 @@ func (h *connHandler) openEventStream(id uint64) (service.Sink, error) {
 	return eventSink{us}, nil
 }
 
-// eventSink is a subscription's event stream; Abort resets it with
-// StreamCodeSubscriptionEnded when the broker ends the subscription itself.
+// eventSink is a subscription's event stream; Abort resets it with a
+// wire.StreamCode* when the broker ends the subscription itself.
 type eventSink struct{ *quic.SendStream }
 
-func (s eventSink) Abort() { s.CancelWrite(quic.StreamErrorCode(wire.StreamCodeSubscriptionEnded)) }
+func (s eventSink) Abort(code uint64) { s.CancelWrite(quic.StreamErrorCode(code)) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/wire"
 )
 
 // Connection close codes sent to clients.
@@ -22,6 +23,7 @@ const (
 	CloseShutdown    quic.ApplicationErrorCode = 0
 	CloseAuthTimeout quic.ApplicationErrorCode = 1
 	CloseProtocol    quic.ApplicationErrorCode = 2
+	CloseLimit       quic.ApplicationErrorCode = 3
 )
 
 // Stream error codes.
@@ -39,6 +41,10 @@ type Config struct {
 	// OnConnection is told of connection events (accepted, refused,
 	// auth_timeout, closed) for metrics; may be nil. It must not block.
 	OnConnection func(event string)
+	// Admit, when set, is asked before a connection is served (the
+	// connection limits); a refusal closes it with the error's message.
+	// release is called when the connection ends.
+	Admit func(remote net.Addr) (release func(), err error)
 }
 
 // Server accepts QUIC connections and serves them.
@@ -92,13 +98,31 @@ func (s *Server) acceptLoop() {
 		s.event("accepted")
 		go func() {
 			defer s.wg.Done()
-			s.serveConn(conn)
+			if s.admit(conn) {
+				s.serveConn(conn)
+			}
 			s.event("closed")
 			s.mu.Lock()
 			delete(s.mu.conns, conn)
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// admit asks the broker whether conn may be served; a refused one is closed
+// with the reason. The release runs when the connection ends.
+func (s *Server) admit(conn *quic.Conn) bool {
+	if s.cfg.Admit == nil {
+		return true
+	}
+	release, err := s.cfg.Admit(conn.RemoteAddr())
+	if err != nil {
+		s.event("refused")
+		_ = conn.CloseWithError(CloseLimit, wire.AsError(err).Message)
+		return false
+	}
+	context.AfterFunc(conn.Context(), release)
+	return true
 }
 
 func (s *Server) event(e string) {

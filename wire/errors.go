@@ -114,6 +114,7 @@ func (e *Error) Is(target error) bool {
 // Sentinels for errors.Is; they carry only a code.
 var (
 	ErrUnauthenticated = &Error{Code: CodeUnauthenticated}
+	ErrForbidden       = &Error{Code: CodeForbidden}
 	ErrNotFound        = &Error{Code: CodeNotFound}
 	ErrInvalidRequest  = &Error{Code: CodeInvalidRequest}
 	ErrOverloaded      = &Error{Code: CodeOverloaded}

@@ -28,10 +28,12 @@ const ALPN = "felix/1"
 // QUIC stream error codes. StreamCodeSubscriptionEnded resets a
 // subscription's event stream that the broker ended itself (its feeder,
 // lane, writer or shard stopped), so the client can tell it from a clean
-// Unsubscribe (FIN) and from a lost connection.
+// Unsubscribe (FIN) and from a lost connection. StreamCodeUnauthenticated
+// resets the subscriptions of a connection whose token expired.
 const (
 	StreamCodeProtocol          uint64 = 1
 	StreamCodeSubscriptionEnded uint64 = 0x10
+	StreamCodeUnauthenticated   uint64 = 0x11
 )
 
 // Frame flags say how a frame's payload is laid out. A frame with no flag

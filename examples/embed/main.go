@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
@@ -54,7 +55,13 @@ func run() error {
 	defer cancel()
 	defer b.Stop(ctx)
 
-	c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(dataDir, transport.CertFile)})
+	// On first start the broker made a signing key and admin.token (full
+	// rights on tenant default) in its data directory.
+	token, err := auth.ReadToken(filepath.Join(dataDir, auth.AdminTokenFile))
+	if err != nil {
+		return err
+	}
+	c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(dataDir, transport.CertFile), Token: token})
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func Dial(tb testing.TB, b *broker.Broker, cfg config.Config) *client.Client {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(cfg.DataDir, quicconf.CertFile)})
+	c, err := client.Dial(ctx, b.Addr().String(), client.Options{CAFile: filepath.Join(cfg.DataDir, quicconf.CertFile), Token: Token(tb, cfg, "default")})
 	if err != nil {
 		tb.Fatalf("client.Dial: %v", err)
 	}

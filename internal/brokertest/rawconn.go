@@ -26,6 +26,13 @@ func DialOptions(tb testing.TB, b *broker.Broker, cfg config.Config, opts client
 	if opts.TLS == nil && opts.CAFile == "" && !opts.Insecure {
 		opts.CAFile = filepath.Join(cfg.DataDir, quicconf.CertFile)
 	}
+	if opts.Token == "" {
+		tenant := opts.Tenant
+		if tenant == "" {
+			tenant = "default"
+		}
+		opts.Token = Token(tb, cfg, tenant)
+	}
 	c, err := client.Dial(ctx, b.Addr().String(), opts)
 	if err != nil {
 		tb.Fatalf("client.Dial: %v", err)
@@ -43,6 +50,8 @@ func DialOptions(tb testing.TB, b *broker.Broker, cfg config.Config, opts client
 // never would.
 type RawConn struct {
 	Conn *quic.Conn
+	// token mints a full-rights token for a tenant, for Handshake.
+	token func(tenant string) string
 }
 
 // DialRaw opens a QUIC connection to b and sends nothing. The connection is
@@ -60,7 +69,12 @@ func DialRaw(tb testing.TB, b *broker.Broker, cfg config.Config) *RawConn {
 		tb.Fatalf("quic dial %s: %v", b.Addr(), err)
 	}
 	tb.Cleanup(func() { _ = conn.CloseWithError(0, "test done") })
-	return &RawConn{Conn: conn}
+	return &RawConn{Conn: conn, token: func(tenant string) string {
+		if wire.ValidateName("tenant", tenant) != nil {
+			return "" // a test of a bad tenant name: no token could name it
+		}
+		return Token(tb, cfg, tenant)
+	}}
 }
 
 // OpenStream opens a bidirectional stream. QUIC tells the broker about it
@@ -80,7 +94,7 @@ func (rc *RawConn) Handshake(ctx context.Context, tenant string) (*RawStream, wi
 	if err != nil {
 		return nil, nil, err
 	}
-	auth := &wire.Auth{Tenant: tenant, ClientFlags: wire.SupportedFlags, ClientFeatures: wire.SupportedFeatures, ClientName: "raw"}
+	auth := &wire.Auth{Tenant: tenant, Token: rc.token(tenant), ClientFlags: wire.SupportedFlags, ClientFeatures: wire.SupportedFeatures, ClientName: "raw"}
 	if err := ctrl.Send(auth); err != nil {
 		return nil, nil, err
 	}
