@@ -90,11 +90,16 @@ func (rc *RawConn) OpenStream(ctx context.Context) (*RawStream, error) {
 // Handshake opens the control stream, sends Auth for tenant and reads the
 // first answer, which it returns whatever it is.
 func (rc *RawConn) Handshake(ctx context.Context, tenant string) (*RawStream, wire.Message, error) {
+	return rc.HandshakeToken(ctx, tenant, rc.token(tenant))
+}
+
+// HandshakeToken is Handshake with the given token (empty: none).
+func (rc *RawConn) HandshakeToken(ctx context.Context, tenant, token string) (*RawStream, wire.Message, error) {
 	ctrl, err := rc.OpenStream(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	auth := &wire.Auth{Tenant: tenant, Token: rc.token(tenant), ClientFlags: wire.SupportedFlags, ClientFeatures: wire.SupportedFeatures, ClientName: "raw"}
+	auth := &wire.Auth{Tenant: tenant, Token: token, ClientFlags: wire.SupportedFlags, ClientFeatures: wire.SupportedFeatures, ClientName: "raw"}
 	if err := ctrl.Send(auth); err != nil {
 		return nil, nil, err
 	}
