@@ -247,6 +247,11 @@ func (b *Broker) listen() error {
 	if err != nil {
 		return err
 	}
+	if b.cfg.TLSClientCA != "" {
+		if err := quicconf.RequireClientCerts(tlsConf, b.cfg.TLSClientCA); err != nil {
+			return err
+		}
+	}
 	b.server, err = transport.Listen(b.cfg.Listen, tlsConf, transport.Config{
 		MaxFrameBytes:        b.cfg.MaxFrameBytes,
 		PreAuthMaxFrameBytes: b.cfg.PreAuthMaxFrameBytes,

@@ -53,6 +53,10 @@ type conn struct {
 // Open implements service.Service: it spawns the client's session actor,
 // which spawns the connection's writer.
 func (b *Broker) Open(ctx context.Context, client service.Client) (service.Session, error) {
+	if b.cfg.TLSClientCertBindSubject && client.CertSubject != client.Tenant {
+		b.metrics.AuthRefused.WithLabelValues("certificate_subject").Inc()
+		return nil, wire.NewError(wire.CodeUnauthenticated, "the client certificate's subject %q is not the tenant %q this connection names (tls_client_cert_bind_subject)", client.CertSubject, client.Tenant)
+	}
 	p, err := b.authenticate(client.Tenant, client.Token, time.Now())
 	if err != nil {
 		return nil, err

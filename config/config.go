@@ -43,6 +43,12 @@ type Config struct {
 	AuthAudience string `yaml:"auth_audience" help:"audience (aud) every token must name"`
 	// AuthNoneAnywhere allows auth none on a non-loopback address.
 	AuthNoneAnywhere bool `yaml:"auth_none_anywhere" help:"allow --auth none on a non-loopback listen address (anyone who reaches it gets every right)"`
+	// TLSClientCA, when set, names PEM CA certificates: every client must
+	// present a certificate they signed (mutual TLS), on top of its token.
+	TLSClientCA string `yaml:"tls_client_ca" help:"PEM CA file: when set, clients must present a certificate it signed (mutual TLS)"`
+	// TLSClientCertBindSubject requires the client certificate's subject
+	// common name to be the tenant the connection names.
+	TLSClientCertBindSubject bool `yaml:"tls_client_cert_bind_subject" help:"with tls_client_ca: a client certificate's subject CN must be the tenant it connects as"`
 	// TLSCert and TLSKey name a PEM certificate and key; both empty means a
 	// self-signed certificate is generated into DataDir.
 	TLSCert string `yaml:"tls_cert" help:"PEM certificate file, set with tls_key; both empty generates a self-signed one into the data dir"`

@@ -132,6 +132,9 @@ func (c Config) Validate() error {
 	if c.Auth == "jwt" && c.AuthAudience == "" {
 		errs = append(errs, fmt.Errorf("config: auth_audience is empty; tokens must name an audience (the default is felix)"))
 	}
+	if c.TLSClientCertBindSubject && c.TLSClientCA == "" {
+		errs = append(errs, fmt.Errorf("config: tls_client_cert_bind_subject needs tls_client_ca: without client certificates there is no subject to bind"))
+	}
 	if c.Admin != "" {
 		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
 			errs = append(errs, fmt.Errorf("config: admin %q is not host:port (empty turns the admin endpoint off): %w", c.Admin, err))

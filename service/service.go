@@ -37,6 +37,9 @@ type Client struct {
 	Tenant string
 	// Token is the client's credential (a signed JWT); Open verifies it.
 	Token string
+	// CertSubject is the subject common name of the client's verified
+	// TLS certificate (mutual TLS), or empty.
+	CertSubject string
 	// Offsets asks for event batches that carry their base offset (the
 	// felix/1 flag FlagEventBatchOffsets); only durable streams have them.
 	Offsets bool

@@ -9,10 +9,13 @@ import "net"
 
 // ConnInfo describes an authenticated connection.
 type ConnInfo struct {
-	ID       uint64
-	Remote   net.Addr
-	Tenant   string
-	Token    string
-	Flags    uint16
-	Features uint32
+	ID     uint64
+	Remote net.Addr
+	Tenant string
+	Token  string
+	// CertSubject is the verified client certificate's subject common
+	// name, when the broker requires client certificates.
+	CertSubject string
+	Flags       uint16
+	Features    uint32
 }

@@ -32,7 +32,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		return
 	}
 	session, err := s.backend.Open(conn.Context(), service.Client{
-		ID: info.ID, Remote: info.Remote, Tenant: info.Tenant, Token: info.Token,
+		ID: info.ID, Remote: info.Remote, Tenant: info.Tenant, Token: info.Token, CertSubject: info.CertSubject,
 		Offsets: info.Flags&wire.FlagEventBatchOffsets != 0,
 	})
 	if err != nil {
@@ -117,14 +117,25 @@ func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, *wire.Fram
 		return nil, nil, ConnInfo{}, err
 	}
 	info := ConnInfo{
-		ID:       id,
-		Remote:   conn.RemoteAddr(),
-		Tenant:   auth.Tenant,
-		Token:    auth.Token,
-		Flags:    auth.ClientFlags & wire.SupportedFlags,
-		Features: auth.ClientFeatures & wire.SupportedFeatures,
+		ID:     id,
+		Remote: conn.RemoteAddr(),
+		Tenant: auth.Tenant,
+		Token:  auth.Token,
+		Flags:  auth.ClientFlags & wire.SupportedFlags,
+		// Verified by TLS when the broker requires client certificates.
+		CertSubject: certSubject(conn),
+		Features:    auth.ClientFeatures & wire.SupportedFeatures,
 	}
 	return ctrl, fr, info, nil
+}
+
+// certSubject is the subject common name of the client's certificate, or
+// "" when it presented none.
+func certSubject(conn *quic.Conn) string {
+	if certs := conn.ConnectionState().TLS.PeerCertificates; len(certs) > 0 {
+		return certs[0].Subject.CommonName
+	}
+	return ""
 }
 
 func (s *Server) closeAuthTimeout(conn *quic.Conn, ctx context.Context) {

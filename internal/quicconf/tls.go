@@ -48,6 +48,22 @@ func ServerTLS(certFile, keyFile, dataDir string) (*tls.Config, error) {
 	}, nil
 }
 
+// RequireClientCerts makes cfg demand a client certificate signed by one of
+// the CA certificates in caFile (mutual TLS).
+func RequireClientCerts(cfg *tls.Config, caFile string) error {
+	pemBytes, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("quicconf: read client CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		return errors.New("quicconf: client CA file " + caFile + " holds no PEM certificate")
+	}
+	cfg.ClientCAs = pool
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	return nil
+}
+
 func ensureSelfSigned(dataDir string) (certFile, keyFile string, err error) {
 	certFile, keyFile = filepath.Join(dataDir, CertFile), filepath.Join(dataDir, KeyFile)
 	if _, err := os.Stat(certFile); err == nil {
