@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
@@ -462,4 +464,60 @@ func counterValue(t *testing.T, b *broker.Broker, name, label, value string) flo
 		}
 	}
 	return sum
+}
+
+// TestTokenExpiryEndsRights: when a connection's token expires its open
+// subscription ends, its event stream reset with StreamCodeUnauthenticated
+// (the client tells "your token expired" from other ends), new operations
+// are refused unauthenticated, and a fresh token on the same connection
+// (a second auth) restores service.
+func TestTokenExpiryEndsRights(t *testing.T) {
+	cfg := brokertest.Config(t)
+	b := brokertest.Start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc := brokertest.DialRaw(t, b, cfg)
+	ctrl, msg, err := rc.HandshakeToken(ctx, "default", brokertest.TokenFor(t, cfg, "default", 2*time.Second))
+	if _, ok := msg.(*wire.AuthOK); err != nil || !ok {
+		t.Fatalf("handshake: %T %+v (%v)", msg, msg, err)
+	}
+	subscribe := func(id uint64) wire.Message {
+		t.Helper()
+		if err := ctrl.Send(&wire.Subscribe{RequestID: id, Tenant: "default", Namespace: "default", Stream: "expiring"}); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := ctrl.ReadMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	if m, ok := subscribe(1).(*wire.Subscribed); !ok {
+		t.Fatalf("subscribe with a live token: %T %+v", m, m)
+	}
+	events, _, err := rc.AcceptEventStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The subscription ends when the token expires: the read fails with
+	// the broker's reset code, not before.
+	_, _, err = events.ReadFrame(ctx)
+	var se *quic.StreamError
+	if !errors.As(err, &se) || uint64(se.ErrorCode) != wire.StreamCodeUnauthenticated {
+		t.Fatalf("the subscription of an expired token ended with %v, want a reset with StreamCodeUnauthenticated", err)
+	}
+	if e, ok := subscribe(2).(*wire.ErrorMsg); !ok || e.Code != wire.CodeUnauthenticated || !strings.Contains(e.Message, "expired") {
+		t.Fatalf("subscribe after expiry: %T %+v, want unauthenticated saying the token expired", e, e)
+	}
+	if err := ctrl.Send(&wire.Auth{Tenant: "default", Token: brokertest.Token(t, cfg, "default")}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := ctrl.ReadMessage(ctx); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*wire.AuthOK); !ok {
+		t.Fatalf("re-authentication answered %T %+v, want AuthOK", m, m)
+	}
+	if m, ok := subscribe(3).(*wire.Subscribed); !ok {
+		t.Fatalf("subscribe after re-authentication: %T %+v", m, m)
+	}
 }
