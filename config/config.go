@@ -109,8 +109,10 @@ type Config struct {
 	SubscriberWriterLanes int `yaml:"subscriber_writer_lanes" help:"number of writer lane actors"`
 	// SubscriberLaneQueueDepth bounds each lane mailbox (64).
 	SubscriberLaneQueueDepth int `yaml:"subscriber_lane_queue_depth" help:"deliveries waiting in one writer lane"`
-	// SubscriberLaneQueuePolicy is drop_new or block.
-	SubscriberLaneQueuePolicy string `yaml:"subscriber_lane_queue_policy" help:"what a full writer lane does with the next delivery"`
+	// SubscriberLaneQueuePolicy is block: a full lane makes the feeder wait.
+	// The reference's drop_new is refused (a shared hop must not drop for
+	// subscribers that keep up).
+	SubscriberLaneQueuePolicy string `yaml:"subscriber_lane_queue_policy" help:"what a full writer lane does: block (the feeder waits; lanes never drop)"`
 	// SubscriberLaneShard is auto, subscriber_id_hash, connection_id_hash or round_robin_pin.
 	SubscriberLaneShard string `yaml:"subscriber_lane_shard" help:"how subscriptions are spread over the writer lanes"`
 	// SubscriberSingleWriterPerConn puts every subscription of a connection on one lane.

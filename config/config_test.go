@@ -283,6 +283,14 @@ func TestValidateRefuses(t *testing.T) {
 	}
 }
 
+// TestLaneDropNewRefused: the reference's lane policy drop_new lost batches
+// of subscribers that kept up (a lane is shared); it is refused, saying why.
+func TestLaneDropNewRefused(t *testing.T) {
+	c := Default()
+	c.SubscriberLaneQueuePolicy = "drop_new"
+	wantErrContains(t, c.Validate(), "config: subscriber_lane_queue_policy: ", "subscribers that kept up")
+}
+
 func TestValidateReportsEveryProblem(t *testing.T) {
 	c := Default()
 	c.LogLevel, c.PubQueueDepth, c.SubscriberLaneShard = "loud", 0, "x"

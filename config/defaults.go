@@ -56,7 +56,7 @@ func Default() Config {
 		SubscriberEgressMaxBytes:      256 * mib,  // spec: Publish/Subscribe, Isolation and backpressure
 		SubscriberWriterLanes:         4,          // reference §3.1 Subscribe; §5.1 isolation
 		SubscriberLaneQueueDepth:      64,         // reference §3.1 Subscribe; §5.1 isolation
-		SubscriberLaneQueuePolicy:     "drop_new", // spec: Publish/Subscribe, Isolation and backpressure
+		SubscriberLaneQueuePolicy:     "block",    // the spec's drop_new lost healthy subscribers' batches (issue #11)
 		SubscriberLaneShard:           "auto",     // spec: Internals: Subscribe & Fanout, Lane assignment
 		SubscriberSingleWriterPerConn: false,      // reference §3.1 Subscribe (true is only the latency profile's choice)
 

@@ -19,8 +19,10 @@ var choices = map[string][]string{
 	"log_level": {"trace", "debug", "info", "warn", "error", "fatal", "panic", "disabled"},
 	// drop_old evicts for real here; the reference only emulates it (DESIGN.md).
 	"subscriber_queue_policy": {"drop_new", "drop_old", "block"},
-	// The reference's lane policies; drop_old is not one of them.
-	"subscriber_lane_queue_policy": {"drop_new", "block"},
+	// The reference also has drop_new: a lane is shared by many
+	// subscriptions, and dropping there lost batches of subscribers that
+	// kept up (issue #11). Only a subscription's own queue drops.
+	"subscriber_lane_queue_policy": {"block"},
 	"subscriber_lane_shard":        {"auto", "subscriber_id_hash", "connection_id_hash", "round_robin_pin"},
 }
 
@@ -93,7 +95,11 @@ func (c Config) Validate() error {
 	atLeast("subscriber_egress_max_bytes", c.SubscriberEgressMaxBytes, 0)
 	atLeast("subscriber_writer_lanes", int64(c.SubscriberWriterLanes), 1)
 	atLeast("subscriber_lane_queue_depth", int64(c.SubscriberLaneQueueDepth), 1)
-	oneOf("subscriber_lane_queue_policy", c.SubscriberLaneQueuePolicy)
+	if c.SubscriberLaneQueuePolicy == "drop_new" {
+		bad("subscriber_lane_queue_policy", "drop_new is not offered: a lane is shared by many subscriptions, and dropping there lost batches of subscribers that kept up; lanes wait (block), and each subscription's own queue applies subscriber_queue_policy. Remove the setting")
+	} else {
+		oneOf("subscriber_lane_queue_policy", c.SubscriberLaneQueuePolicy)
+	}
 	oneOf("subscriber_lane_shard", c.SubscriberLaneShard)
 
 	atLeast("event_batch_max_events", int64(c.EventBatchMaxEvents), 1)

@@ -87,7 +87,7 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		SubQueueDropOld:     counter("felix_sub_queue_drop_old_total", "Queued batches evicted to make room for newer ones (drop_old)."),
 		SubQueueBlocked:     counter("felix_sub_queue_blocked_total", "Fanouts in which a shard waited on a full subscriber (block)."),
 		SubBlockEvicted:     counter("felix_sub_block_evicted_total", "Subscribers a shard removed for staying full past subscriber_block_max_wait_ms (block)."),
-		LaneDropped:         counter("felix_lane_queue_dropped_total", "Deliveries refused at writer lane ingress (subscriber_lane_queue_policy drop_new)."),
+		LaneDropped:         counter("felix_lane_queue_dropped_total", "Deliveries lost in a writer lane that stopped (chaos, a crash loop); lanes never drop under load."),
 		WriterRefused:       counter("felix_conn_writer_refused_total", "Deliveries whose connection writer had already stopped."),
 		ShardsBlocked:       gauge("felix_shards_blocked", "Shards waiting right now on a full subscriber (policy block)."),
 		Connections:         vec("felix_connections_total", "Connection events: accepted, refused, auth_timeout, closed.", "event"),
