@@ -465,3 +465,19 @@ func TestYAMLUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestRingTotalDefaultsToAShareOfMemory: every shard's ring together is
+// bounded by default (it was off, and one client pinned 2.7 GB with idle
+// rings): an eighth of the machine's memory, at least one ring's worth.
+func TestRingTotalDefaultsToAShareOfMemory(t *testing.T) {
+	c := Default()
+	if c.ReplayRingMaxBytesTotal < c.ReplayRingMaxBytes {
+		t.Fatalf("replay_ring_max_bytes_total defaults to %d, want at least one ring (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes)
+	}
+	if mem := physicalMemory(); mem > 0 && c.ReplayRingMaxBytesTotal != max(mem/8, 64<<20) {
+		t.Fatalf("replay_ring_max_bytes_total defaults to %d with %d bytes of memory, want an eighth", c.ReplayRingMaxBytesTotal, mem)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -12,6 +12,18 @@ const (
 // Default returns the spec's defaults. Each value names where it comes from:
 // "spec" is shared/spec (Publish/Subscribe, Internals: Subscribe & Fanout),
 // "reference" is the Rust broker's knob tables in shared/notes/felix-reference.md.
+// defaultRingTotal is replay_ring_max_bytes_total's default: an eighth of
+// the machine's memory, so many idle rings cannot pin the broker's memory
+// (one client pinned 2.7 GB with 40 streams and no subscriber when it was
+// off), and at least one ring's worth; 1 GiB when the memory is unknown.
+func defaultRingTotal() int64 {
+	mem := physicalMemory()
+	if mem <= 0 {
+		return 1 << 30
+	}
+	return max(mem/8, 64*mib)
+}
+
 func Default() Config {
 	return Config{
 		// reference §3.1 quic_bind is 0.0.0.0:5000; loopback here until auth
@@ -71,5 +83,7 @@ func Default() Config {
 
 		ReplayRingRecords:  1024,     // spec: Publish/Subscribe, Isolation and backpressure (replay ring)
 		ReplayRingMaxBytes: 64 * mib, // spec: Publish/Subscribe, Isolation and backpressure (replay ring)
+		// The spec has it off; here it is on (issue #11): see defaultRingTotal.
+		ReplayRingMaxBytesTotal: defaultRingTotal(),
 	}
 }
