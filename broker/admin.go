@@ -6,16 +6,21 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+
+	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/wire"
 )
 
-// adminServer serves /metrics, /live and /ready over plain HTTP. It binds
-// loopback by default because it has no authentication.
+// adminServer serves /metrics, /live and /ready over plain HTTP, open to
+// whoever reaches it (loopback by default), and the debug and chaos routes,
+// which need a bearer token with node.view or node.manage.
 type adminServer struct {
 	ln    net.Listener
 	srv   *http.Server
@@ -40,9 +45,9 @@ func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger, b *Br
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.HandleFunc("GET /debug/actors", b.handleActors)
+	mux.HandleFunc("GET /debug/actors", b.requireNode(auth.ActionNodeView, b.handleActors))
 	// Always routed, so a request with chaos off gets a clear 403 rather than a 404.
-	mux.HandleFunc("POST /debug/chaos/kill", b.handleKill)
+	mux.HandleFunc("POST /debug/chaos/kill", b.requireNode(auth.ActionNodeManage, b.handleKill))
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	a.ready.Store(true)
 	go func() {
@@ -53,6 +58,54 @@ func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger, b *Br
 	}()
 	log.Info().Str("admin", ln.Addr().String()).Msg("admin endpoint serving /metrics, /live, /ready")
 	return a, nil
+}
+
+// requireNode guards a debug or chaos route: the request needs a bearer
+// token granting action. A missing or refused token is answered 401 with
+// WWW-Authenticate (RFC 6750), a token without the right 403, each with a
+// JSON {"error"} that says which. With auth none every request passes.
+func (b *Broker) requireNode(action auth.Action, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="felix"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthenticated: the Authorization header must be \"Bearer TOKEN\""})
+			return
+		}
+		err := b.AuthorizeNode(token, action)
+		switch {
+		case err == nil:
+			h(w, r)
+		case errors.Is(err, wire.ErrForbidden):
+			b.metrics.AuthRefused.WithLabelValues("forbidden").Inc()
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": fmt.Sprintf(
+				"%v: the token does not grant %s (mint one with felix token create --grant %s:*)", err, action, action)})
+		default:
+			challenge := `Bearer realm="felix"`
+			if token != "" {
+				b.metrics.AuthRefused.WithLabelValues("invalid_token").Inc()
+				challenge += `, error="invalid_token"`
+			} else {
+				b.metrics.AuthRefused.WithLabelValues("no_token").Inc()
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": err.Error()})
+		}
+	}
+}
+
+// bearerToken reads "Bearer TOKEN" (the scheme case-insensitive, RFC 6750).
+// An absent header is an empty token, so AuthorizeNode says what to send;
+// ok is false only for a header of another form.
+func bearerToken(header string) (token string, ok bool) {
+	if header == "" {
+		return "", true
+	}
+	scheme, token, _ := strings.Cut(header, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 func (a *adminServer) addr() net.Addr { return a.ln.Addr() }

@@ -260,3 +260,94 @@ func TestAdminReadyWhileStopping(t *testing.T) {
 		t.Skipf("Stop finished before a poll of /ready landed in its not-ready window (answers %v, all 200)", statuses)
 	}
 }
+
+// TestAdminEndpointAuth: the probes and /metrics are open; the tree needs a
+// bearer token with node.view and the chaos route one with node.manage,
+// refused 401 (with a Bearer challenge) without a valid token and 403 with
+// one lacking the right, each with a JSON message that says which.
+func TestAdminEndpointAuth(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.Admin = "127.0.0.1:0"
+	cfg.Chaos = true
+	b := brokertest.Start(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	base := "http://" + b.AdminAddr().String()
+
+	do := func(method, path, authz string) (int, http.Header, string) {
+		t.Helper()
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"kind":"feeder"}`)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		data, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return res.StatusCode, res.Header, string(data)
+	}
+
+	for _, path := range []string{"/live", "/ready", "/metrics"} {
+		if code, _, body := do(http.MethodGet, path, ""); code != http.StatusOK {
+			t.Errorf("GET %s with no token = %d %q, want 200: it stays open", path, code, body)
+		}
+	}
+
+	bearer := func(grants ...string) string { return "Bearer " + brokertest.Token(t, cfg, "default", grants...) }
+	tests := []struct {
+		name, method, path, authz string
+		want                      int
+		wantBody                  string
+	}{
+		{"tree, no token", http.MethodGet, "/debug/actors", "", http.StatusUnauthorized, "needs a bearer token with node.view"},
+		{"tree, not a bearer header", http.MethodGet, "/debug/actors", "Basic YWRtaW46YWRtaW4=", http.StatusUnauthorized, "Bearer TOKEN"},
+		{"tree, garbage token", http.MethodGet, "/debug/actors", "Bearer not-a-token", http.StatusUnauthorized, "token refused"},
+		{"tree, stream rights only", http.MethodGet, "/debug/actors", bearer("stream.publish:default/x"), http.StatusForbidden, "--grant node.view:*"},
+		{"tree, node.view", http.MethodGet, "/debug/actors", bearer("node.view:*"), http.StatusOK, `"actors"`},
+		{"tree, admin token", http.MethodGet, "/debug/actors", "Bearer " + b.AdminToken(), http.StatusOK, `"actors"`},
+		{"kill, no token", http.MethodPost, "/debug/chaos/kill", "", http.StatusUnauthorized, "node.manage"},
+		{"kill, node.view", http.MethodPost, "/debug/chaos/kill", bearer("node.view:*"), http.StatusForbidden, "--grant node.manage:*"},
+		{"kill, node.manage", http.MethodPost, "/debug/chaos/kill", bearer("node.manage:*"), http.StatusOK, `"killed"`},
+		{"kill, admin token", http.MethodPost, "/debug/chaos/kill", "Bearer " + b.AdminToken(), http.StatusOK, `"killed"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, hdr, body := do(tt.method, tt.path, tt.authz)
+			if code != tt.want || !strings.Contains(body, tt.wantBody) {
+				t.Errorf("%s %s = %d %q, want %d with %q", tt.method, tt.path, code, body, tt.want, tt.wantBody)
+			}
+			if code != http.StatusOK && hdr.Get("Content-Type") != "application/json" {
+				t.Errorf("refusal's Content-Type = %q, want application/json", hdr.Get("Content-Type"))
+			}
+			if challenge := hdr.Get("WWW-Authenticate"); (code == http.StatusUnauthorized) != strings.HasPrefix(challenge, "Bearer ") {
+				t.Errorf("%d with WWW-Authenticate %q: want a Bearer challenge exactly on 401", code, challenge)
+			}
+		})
+	}
+}
+
+// TestAdminEndpointAuthNone: a broker with auth none serves the debug routes
+// to anyone, as it serves every client.
+func TestAdminEndpointAuthNone(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.Admin = "127.0.0.1:0"
+	cfg.Auth = "none"
+	b := brokertest.Start(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+	if got := debugActors(t, ctx, b, ""); len(got) == 0 {
+		t.Errorf("GET /debug/actors under auth none listed no actors")
+	}
+}

@@ -117,6 +117,22 @@ func mayList(p *auth.Principal, scope wire.Scope) bool {
 	return false
 }
 
+// warnExposed logs each listener bound to an address other than loopback:
+// reachable from the network is fine when meant, and worth a line when not.
+func (b *Broker) warnExposed() {
+	if !isLoopback(b.cfg.Listen) {
+		msg := "listening on a non-loopback address: clients on the network can connect (each needs a token)"
+		if b.verifier == nil {
+			msg = "listening on a non-loopback address with auth none: anyone who reaches it gets every right"
+		}
+		b.log.Warn().Str("listen", b.Addr().String()).Msg(msg)
+	}
+	if b.admin != nil && !isLoopback(b.cfg.Admin) {
+		b.log.Warn().Str("admin", b.admin.addr().String()).
+			Msg("admin endpoint on a non-loopback address: /metrics, /live and /ready are open to whoever reaches it; /debug needs a token with node.view, chaos node.manage")
+	}
+}
+
 // isLoopback reports whether addr's host is a loopback address or
 // localhost; an empty host (every interface) is not.
 func isLoopback(addr string) bool {

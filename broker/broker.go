@@ -164,6 +164,7 @@ func (b *Broker) Start() error {
 			return err
 		}
 	}
+	b.warnExposed()
 	if b.cfg.AddrFile != "" {
 		if err := writeAddrFile(b.cfg.AddrFile, b.Addr().String()); err != nil {
 			_ = b.Stop(context.Background())

@@ -1,9 +1,13 @@
 package broker
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/lanes"
 )
 
@@ -22,4 +26,14 @@ func (b *Broker) EgressShares() int64 {
 		}
 	}
 	return n
+}
+
+// AdminToken is the token the broker wrote to its data directory (full
+// rights on tenant default), or "" under auth none.
+func (b *Broker) AdminToken() string {
+	data, err := os.ReadFile(filepath.Join(b.cfg.DataDir, auth.AdminTokenFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
 }

@@ -313,6 +313,9 @@ func debugActors(t *testing.T, ctx context.Context, b *broker.Broker, kind strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	if token := b.AdminToken(); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
@@ -352,6 +355,9 @@ func adminPost(t *testing.T, ctx context.Context, b *broker.Broker, path string,
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token := b.AdminToken(); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)

@@ -9,8 +9,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -29,6 +31,11 @@ var (
 	// ErrSubscriptionEnded means the broker ended a subscription itself
 	// (an actor serving it stopped, or its stream failed): subscribe again.
 	ErrSubscriptionEnded = errors.New("client: the broker ended the subscription; subscribe again")
+	// ErrTokenExpired ends the subscriptions of a connection whose token
+	// expired. It is a *wire.Error, so errors.Is(err,
+	// wire.ErrUnauthenticated) holds: Reauthenticate, then subscribe again.
+	ErrTokenExpired = wire.NewError(wire.CodeUnauthenticated,
+		"the connection's token expired and the broker ended the subscription; re-authenticate with a fresh token (Client.Reauthenticate) and subscribe again")
 )
 
 // LaggedError ends a durable subscription that fell behind its queue:
@@ -44,7 +51,9 @@ func (e *LaggedError) Error() string {
 type Options struct {
 	// Tenant scopes the connection (default "default").
 	Tenant string
-	// Token authenticates the connection; unused by a broker without auth.
+	// Token authenticates the connection as Tenant; a broker started with
+	// auth none ignores it. Empty means the token in DefaultTokenFile when
+	// that file exists, else none (and a broker with auth refuses).
 	Token string
 	// TLS overrides everything below when set.
 	TLS *tls.Config
@@ -76,6 +85,17 @@ type Options struct {
 // no other trust is configured, so local use needs no flags.
 var DefaultCAFile = filepath.Join("felix-data", quicconf.CertFile)
 
+// DefaultTokenFile is where a broker started with defaults in the current
+// folder writes its admin token (full rights on tenant default). Dial sends
+// it when Options.Token is empty, so local use needs no flags, as with
+// DefaultCAFile. Unlike the CA, it is used whatever TLS, CAFile or Insecure
+// say: trust and credentials are separate questions, and a client given
+// --ca for the local broker still wants the local token.
+//
+// NOTE: "admin.token" is auth.AdminTokenFile; the client does not import
+// auth (it holds the broker's signing code), so keep the two in sync.
+var DefaultTokenFile = filepath.Join("felix-data", "admin.token")
+
 func (o *Options) tls() (*tls.Config, error) {
 	if o.TLS != nil {
 		return o.TLS, nil
@@ -89,6 +109,22 @@ func (o *Options) tls() (*tls.Config, error) {
 	return quicconf.ClientTLS(ca, o.Insecure)
 }
 
+// token is Token, or the contents of DefaultTokenFile when Token is empty
+// and the file exists.
+func (o *Options) token() (string, error) {
+	if o.Token != "" {
+		return o.Token, nil
+	}
+	data, err := os.ReadFile(DefaultTokenFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("client: default token: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
 // Client is a connection to one broker. It is safe for concurrent use.
 type Client struct {
 	opts      Options
@@ -100,7 +136,16 @@ type Client struct {
 	ctrl    *quic.Stream
 	ctrlMu  sync.Mutex // serialises control requests' writes
 	nextReq atomic.Uint64
-	waiters sync.Map // request id -> chan wire.Message
+	waiters sync.Map // request id -> chan wire.Message; 0 is the Reauthenticate in flight
+
+	// reauth serialises Reauthenticate: the broker answers an Auth with no
+	// request id, so at most one may be in flight. late is the answer
+	// channel of one whose caller gave up; the next waits for it first, so
+	// that answer is not taken for its own.
+	reauth struct {
+		sync.Mutex
+		late chan wire.Message
+	}
 
 	pubs publishers
 
@@ -133,6 +178,9 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	}
 	tlsConf, err := opts.tls()
 	if err != nil {
+		return nil, err
+	}
+	if opts.Token, err = opts.token(); err != nil {
 		return nil, err
 	}
 	conn, err := quic.DialAddr(ctx, addr, tlsConf, quicconf.QUICConfig())
@@ -224,6 +272,24 @@ func (c *Client) readControl() {
 
 // request sends a control request and waits for its answer.
 func (c *Client) request(ctx context.Context, id uint64, m wire.Message) (wire.Message, error) {
+	ch, err := c.send(id, m)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case res := <-ch:
+		return answerOf(res)
+	case <-ctx.Done():
+		c.waiters.Delete(id)
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, c.closedErr()
+	}
+}
+
+// send registers a waiter for id's answer and writes m on the control
+// stream.
+func (c *Client) send(id uint64, m wire.Message) (chan wire.Message, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -241,20 +307,70 @@ func (c *Client) request(ctx context.Context, id uint64, m wire.Message) (wire.M
 		c.waiters.Delete(id)
 		return nil, fmt.Errorf("client: send %s: %w", m.Type(), err)
 	}
+	return ch, nil
+}
+
+// answerOf turns an answer that is an error into one.
+func answerOf(res wire.Message) (wire.Message, error) {
+	switch e := res.(type) {
+	case *wire.ErrorMsg:
+		return nil, e.Err()
+	case *wire.SubscribeCursorError:
+		return nil, &wire.CursorError{Reason: e.Reason, Requested: e.Requested, Available: e.Available}
+	}
+	return res, nil
+}
+
+// Reauthenticate gives the connection a fresh token for its tenant, before
+// or after the old one expires; the broker answers as at the handshake.
+// After an expiry, operations refused with wire.ErrUnauthenticated work
+// again, but subscriptions the expiry ended stay ended: subscribe again.
+// A refused token leaves the old principal in force.
+//
+// The broker answers an Auth in order on the control stream, with AuthOK or
+// an error of request id 0, neither naming the request. Replies are routed
+// by request id, and id 0 is otherwise used only to answer malformed
+// requests, which this client does not send; so calls are serialised (one
+// Auth in flight at a time) and the answer with id 0 is this call's. Other
+// requests keep flowing meanwhile.
+func (c *Client) Reauthenticate(ctx context.Context, token string) error {
+	c.reauth.Lock()
+	defer c.reauth.Unlock()
+	if late := c.reauth.late; late != nil {
+		// A call that gave up left its answer to come: wait for it, so it
+		// is not read as this call's.
+		select {
+		case <-late:
+			c.reauth.late = nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.done:
+			return c.closedErr()
+		}
+	}
+	ch, err := c.send(0, &wire.Auth{
+		Tenant: c.opts.Tenant, Token: token,
+		ClientFlags: wire.SupportedFlags, ClientFeatures: wire.SupportedFeatures,
+		ClientName: "felix-go",
+	})
+	if err != nil {
+		return err
+	}
 	select {
 	case res := <-ch:
-		switch e := res.(type) {
-		case *wire.ErrorMsg:
-			return nil, e.Err()
-		case *wire.SubscribeCursorError:
-			return nil, &wire.CursorError{Reason: e.Reason, Requested: e.Requested, Available: e.Available}
+		res, err := answerOf(res)
+		if err != nil {
+			return err
 		}
-		return res, nil
+		if _, ok := res.(*wire.AuthOK); !ok {
+			return fmt.Errorf("%w: re-authentication answered with %s", ErrProtocol, res.Type())
+		}
+		return nil
 	case <-ctx.Done():
-		c.waiters.Delete(id)
-		return nil, ctx.Err()
+		c.reauth.late = ch // still registered: the answer lands there
+		return ctx.Err()
 	case <-c.done:
-		return nil, c.closedErr()
+		return c.closedErr()
 	}
 }
 

@@ -94,7 +94,8 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 
 // Err is why the subscription ended: nil while it runs, io.EOF after the
 // broker finished it cleanly, ErrSubscriptionEnded when the broker ended it
-// (its stream or an actor serving it stopped), ErrClosed after Close.
+// (its stream or an actor serving it stopped), ErrTokenExpired when the
+// connection's token expired, ErrClosed after Close.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -232,8 +233,13 @@ func (s *Subscription) read() {
 
 func (s *Subscription) finish(err error) {
 	var se *quic.StreamError
-	if errors.As(err, &se) && uint64(se.ErrorCode) == wire.StreamCodeSubscriptionEnded {
-		err = ErrSubscriptionEnded
+	if errors.As(err, &se) {
+		switch uint64(se.ErrorCode) {
+		case wire.StreamCodeSubscriptionEnded:
+			err = ErrSubscriptionEnded
+		case wire.StreamCodeUnauthenticated:
+			err = ErrTokenExpired
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -21,9 +21,11 @@ type Config struct {
 	DataDir string `yaml:"data_dir" help:"folder for the generated TLS certificate and key, metadata.db (stream definitions) and the durable streams' logs (streams/)"`
 	// AddrFile, when set, receives the bound address once the broker accepts connections.
 	AddrFile string `yaml:"addr_file" help:"write the bound address to this file once the broker accepts connections; empty writes none"`
-	// Admin is the admin HTTP address (/metrics, /live, /ready). Empty turns
-	// the endpoint off. Loopback by default: it has no authentication.
-	Admin string `yaml:"admin" help:"admin HTTP address (/metrics, /live, /ready, /debug); no authentication; empty turns it off"`
+	// Admin is the admin HTTP address (/metrics, /live, /ready, /debug).
+	// Empty turns the endpoint off. Loopback by default: /metrics and the
+	// probes are open; /debug needs a token with node.view (chaos
+	// node.manage).
+	Admin string `yaml:"admin" help:"admin HTTP address: /metrics, /live, /ready open, /debug with a token granting node.view (chaos node.manage); empty turns it off"`
 	// Chaos enables the admin endpoint's chaos routes, which crash or stop
 	// actors on request. Off by default, so a stray request cannot crash a
 	// production broker.

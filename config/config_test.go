@@ -94,6 +94,15 @@ func TestLoadEnvUnknownVariable(t *testing.T) {
 		"known: FELIX_LISTEN, ")
 }
 
+// TestLoadEnvClientVariables: the broker skips the variables the client
+// commands read, so one shell can run both.
+func TestLoadEnvClientVariables(t *testing.T) {
+	c := Default()
+	if err := LoadEnv([]string{"FELIX_TOKEN=eyJ.x.y"}, &c); err != nil {
+		t.Errorf("LoadEnv(FELIX_TOKEN) = %v, want nil: FELIX_TOKEN is the clients'", err)
+	}
+}
+
 func TestLoadEnvValues(t *testing.T) {
 	c := Default()
 	err := LoadEnv([]string{

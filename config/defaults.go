@@ -30,7 +30,7 @@ func Default() Config {
 		// exists, so a development broker is not open to the network.
 		Listen:  "127.0.0.1:5000",
 		DataDir: "./felix-data",
-		// Loopback: the admin endpoint has no authentication (issue 3).
+		// Loopback: the admin endpoint's metrics and probes are open (issue 3).
 		Admin:        "127.0.0.1:5080",
 		Auth:         "jwt",
 		AuthAudience: "felix",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -95,16 +96,22 @@ func LoadFile(path string, into *Config) error {
 	return errors.Join(errs...)
 }
 
+// ClientEnv are the FELIX_ variables the client commands read, which are
+// not knobs: LoadEnv skips them, so a shell that exports FELIX_TOKEN for
+// felix pub can still run felix broker.
+var ClientEnv = []string{"FELIX_TOKEN"}
+
 // LoadEnv sets the knobs named by FELIX_* variables in environ ("NAME=value"
 // entries, as from os.Environ), leaving the rest of into as it was. A knob's
 // variable is FELIX_ and its upper-case key; its value parses as in a file.
 // Any other FELIX_ variable is an error, since it is almost always a typo that
-// would otherwise be silently ignored. On error into may be partly updated.
+// would otherwise be silently ignored, except ClientEnv's. On error into may
+// be partly updated.
 func LoadEnv(environ []string, into *Config) error {
 	var errs []error
 	for _, kv := range environ {
 		name, val, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "FELIX_") {
+		if !strings.HasPrefix(name, "FELIX_") || slices.Contains(ClientEnv, name) {
 			continue
 		}
 		k, ok := knobByEnv[name]

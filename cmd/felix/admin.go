@@ -15,16 +15,19 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/client"
 )
 
 // adminOpts are the flags of commands that talk to a broker's admin endpoint.
 type adminOpts struct {
 	addr    string
+	token   string
 	timeout time.Duration
 }
 
 func (o *adminOpts) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.addr, "admin", "127.0.0.1:5080", "the broker's admin endpoint (felix broker --admin)")
+	registerToken(fs, &o.token)
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on the admin endpoint after this long")
 }
 
@@ -47,6 +50,13 @@ func (o *adminOpts) call(ctx context.Context, method, path string, body, into an
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	token, err := o.bearer()
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("cannot reach the admin endpoint at %s: is `felix broker` running with --admin %s? (%v)", o.addr, o.addr, err)
@@ -61,11 +71,36 @@ func (o *adminOpts) call(ctx context.Context, method, path string, body, into an
 			Error string `json:"error"`
 		}
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			switch resp.StatusCode {
+			case http.StatusUnauthorized:
+				return fmt.Errorf("the admin endpoint at %s refused %s: %s. This command sent %s. %s",
+					o.addr, path, e.Error, tokenSource(o.token), howToGetToken)
+			case http.StatusForbidden:
+				if strings.HasPrefix(e.Error, "forbidden:") {
+					return fmt.Errorf("the admin endpoint at %s refused %s: %s; this command sent %s", o.addr, path, e.Error, tokenSource(o.token))
+				}
+			}
 			return errors.New(e.Error)
 		}
 		return fmt.Errorf("admin endpoint answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
 	}
 	return json.Unmarshal(data, into)
+}
+
+// bearer is the token to send: --token, $FELIX_TOKEN, else
+// ./felix-data/admin.token when it exists, as the client commands choose.
+func (o *adminOpts) bearer() (string, error) {
+	if token, src := flagOrEnvToken(o.token); src != "" {
+		return token, nil
+	}
+	data, err := os.ReadFile(client.DefaultTokenFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("read the default token: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
 }
 
 type treeOpts struct {

@@ -57,6 +57,7 @@ type benchOpts struct {
 	brokerAddr     string
 	caFile         string
 	insecure       bool
+	token          string
 	admin          string
 	policy         string
 	stream         string
@@ -90,6 +91,7 @@ func newBenchCmd() *command {
 	fs.StringVar(&o.brokerAddr, "broker", "", "measure the running broker at host:port instead of one embedded in this process")
 	fs.StringVar(&o.caFile, "ca", "", "with --broker: trust the broker certificate(s) in this PEM file")
 	fs.BoolVar(&o.insecure, "insecure", false, "with --broker: do not verify the broker's certificate")
+	fs.StringVar(&o.token, "token", "", "with --broker: the token to authenticate with; default $"+tokenEnv+", else ./"+client.DefaultTokenFile+" when it exists")
 	fs.StringVar(&o.admin, "admin", "", "with --broker: the broker's admin address (host:port), scraped for its drop counters; without it drops are unknown")
 	fs.StringVar(&o.policy, "policy", "block", "embedded broker's subscriber queue policy: block (lossless), drop_new or drop_old")
 	fs.StringVar(&o.stream, "stream", "", "stream to use (default: a fresh bench-XXXXXXXX name)")
@@ -252,7 +254,7 @@ func (o *benchOpts) checkRun() error {
 }
 
 func (o *benchOpts) checkEmbedded() error {
-	for _, f := range []string{"ca", "insecure", "admin"} {
+	for _, f := range []string{"ca", "insecure", "token", "admin"} {
 		if o.flags.Changed(f) {
 			return usagef("--%s applies to --broker only (the embedded broker needs none)", f)
 		}
@@ -300,7 +302,8 @@ func (o *benchOpts) config() loadgen.Config {
 		Timeout: o.timeout, ConnectTimeout: o.connectTimeout,
 	}
 	if o.brokerAddr != "" {
-		cfg.Client = client.Options{CAFile: o.caFile, Insecure: o.insecure}
+		token, _ := flagOrEnvToken(o.token)
+		cfg.Client = client.Options{CAFile: o.caFile, Insecure: o.insecure, Token: token}
 	}
 	if !o.quiet {
 		cfg.Progress = printProgress(os.Stderr)
@@ -344,7 +347,7 @@ func (o *benchOpts) explainDialError(err error) error {
 	if !errors.As(err, &de) {
 		return err
 	}
-	co := connOpts{broker: de.Addr, caFile: o.caFile, insecure: o.insecure}
+	co := connOpts{broker: de.Addr, tenant: "default", caFile: o.caFile, insecure: o.insecure, token: o.token}
 	return co.explainDialError(de.Err)
 }
 

@@ -134,7 +134,7 @@ func TestBenchRemote(t *testing.T) {
 		return false
 	})
 
-	p := runFelix(t, opts{}, "bench", "--broker", b.addr, "--ca", b.ca, "--admin", admin,
+	p := runFelix(t, opts{}, "bench", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--admin", admin,
 		"--count", "5000", "--warmup", "0", "--json", "--quiet")
 	p.wantExit(t, 0)
 	res := parseBench(t, p)
@@ -143,7 +143,7 @@ func TestBenchRemote(t *testing.T) {
 		t.Errorf("broker %q, dropped %v: want %s, 0", res.Broker, res.Dropped, b.addr)
 	}
 
-	p = runFelix(t, opts{}, "bench", "--broker", b.addr, "--ca", b.ca, "--count", "2000", "--warmup", "0", "--json", "--quiet")
+	p = runFelix(t, opts{}, "bench", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--count", "2000", "--warmup", "0", "--json", "--quiet")
 	p.wantExit(t, 0)
 	if res := parseBench(t, p); res.Dropped != nil || res.Unaccounted == nil || *res.Unaccounted != 0 {
 		t.Errorf("without --admin: dropped %v, unaccounted %v; want null (unknown) and 0 (nothing missing)", res.Dropped, res.Unaccounted)

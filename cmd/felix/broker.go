@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -52,11 +53,18 @@ func newBrokerCmd() *command {
 	c := &command{
 		name:  "broker",
 		short: "run a broker",
-		long: `Runs a broker until SIGINT or SIGTERM, then stops it cleanly.
+		long: `Runs a broker until SIGINT or SIGTERM, then stops it cleanly. SIGHUP
+reloads the --auth-keys file (a bad file keeps the keys in force).
+
+Clients need a token (unless --auth none). On first start the broker writes
+DATA_DIR/admin.token, full rights on tenant default; clients started in the
+folder holding ./felix-data use it with no flags, others pass --token or
+FELIX_TOKEN, minted with felix token create --data-dir DATA_DIR.
 
 Configuration is read from, in increasing precedence: the defaults, the
 --config file, FELIX_* environment variables, and flags. An unknown key or
-FELIX_ variable is an error, not ignored. With no --tls-cert and --tls-key
+FELIX_ variable is an error, not ignored (FELIX_TOKEN, the clients', is
+skipped). With no --tls-cert and --tls-key
 the broker generates a self-signed certificate into --data-dir; clients
 started in the folder holding ./felix-data trust it with no flags, others
 pass --ca DATA_DIR/cert.pem.`,
@@ -116,7 +124,9 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 			Msg("self-signed certificate: clients in this folder trust it; elsewhere pass --ca with this file")
 	}
 
+	reloaded := reloadOnHangup(ctx, b, cfg.Auth == "none", log)
 	<-ctx.Done()
+	<-reloaded
 	stopOnSignal()
 	log.Info().Str("cause", context.Cause(ctx).Error()).Stringer("timeout", stopTimeout).
 		Msg("stopping broker (signal again to force)")
@@ -126,6 +136,34 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 		return fmt.Errorf("stop broker: %w", err)
 	}
 	return nil
+}
+
+// reloadOnHangup reloads the broker's auth keys on each SIGHUP until ctx
+// ends; the returned channel closes when it has stopped listening. A bad
+// key file keeps the keys in force (ReloadKeys logs it); the broker never
+// stops on SIGHUP.
+func reloadOnHangup(ctx context.Context, b *broker.Broker, authNone bool, log zerolog.Logger) <-chan struct{} {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+				if authNone {
+					log.Warn().Msg("SIGHUP ignored: auth none has no keys to reload")
+					continue
+				}
+				log.Info().Msg("SIGHUP: reloading auth keys")
+				_ = b.ReloadKeys() // it logs the outcome, and a failure keeps the keys in force
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return done
 }
 
 // config resolves the effective configuration: defaults < --config file <

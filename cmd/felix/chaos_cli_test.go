@@ -19,6 +19,7 @@ import (
 type adminBroker struct {
 	*proc
 	addr, admin, ca string
+	token           string // its admin.token
 }
 
 // startAdminBroker starts a broker with --admin 127.0.0.1:0 (and --chaos
@@ -47,13 +48,14 @@ func startAdminBroker(t *testing.T, chaos bool) *adminBroker {
 		}
 		return b.addr != "" && b.admin != ""
 	})
+	b.token = readToken(t, filepath.Join(dir, "data"))
 	return b
 }
 
 // treeJSON runs felix tree --json and decodes it.
-func treeJSON(t *testing.T, admin string, extra ...string) []broker.ActorInfo {
+func treeJSON(t *testing.T, b *adminBroker, extra ...string) []broker.ActorInfo {
 	t.Helper()
-	r := runFelix(t, opts{}, append([]string{"tree", "--admin", admin, "--json"}, extra...)...)
+	r := runFelix(t, opts{}, append([]string{"tree", "--admin", b.admin, "--token", b.token, "--json"}, extra...)...)
 	r.wantExit(t, 0)
 	var res struct {
 		Actors []broker.ActorInfo `json:"actors"`
@@ -69,11 +71,11 @@ func treeJSON(t *testing.T, admin string, extra ...string) []broker.ActorInfo {
 func TestChaosCLI(t *testing.T) {
 	t.Parallel()
 	b := startAdminBroker(t, true)
-	subA := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "s")
-	subB := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "s")
+	subA := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "s")
+	subB := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "s")
 	subA.waitStderrLine(t, "subscribed")
 	subB.waitStderrLine(t, "subscribed")
-	runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "s", "one").wantExit(t, 0)
+	runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "s", "one").wantExit(t, 0)
 	for _, s := range []*proc{subA, subB} {
 		s.waitStdout(t, "the first message", func(out string) bool { return out == "one\n" })
 	}
@@ -83,7 +85,7 @@ func TestChaosCLI(t *testing.T) {
 	// two subscribers', and the publisher's unless the broker has already
 	// seen its connection close (the process exited; nothing tells us when
 	// the broker noticed).
-	tree := runFelix(t, opts{}, "tree", "--admin", b.admin)
+	tree := runFelix(t, opts{}, "tree", "--admin", b.admin, "--token", b.token)
 	tree.wantExit(t, 0)
 	out := tree.stdout.String()
 	count := func(re string) int { return len(regexp.MustCompile(re).FindAllString(out, -1)) }
@@ -116,12 +118,12 @@ func TestChaosCLI(t *testing.T) {
 	if got, want := len(lines(out)), 6+1+2+4+writers+sessions; got != want {
 		t.Errorf("felix tree printed %d lines, want %d:\n%s", got, want, out)
 	}
-	if feeders := treeJSON(t, b.admin, "--kind", "feeder"); len(feeders) != 2 {
+	if feeders := treeJSON(t, b, "--kind", "feeder"); len(feeders) != 2 {
 		t.Fatalf("felix tree --kind feeder --json listed %d actors, want the 2 feeders: %+v", len(feeders), feeders)
 	}
 
 	// Crash one feeder at random.
-	kill := runFelix(t, opts{}, "chaos", "kill", "--admin", b.admin, "--kind", "feeder", "--mode", "panic")
+	kill := runFelix(t, opts{}, "chaos", "kill", "--admin", b.admin, "--token", b.token, "--kind", "feeder", "--mode", "panic")
 	kill.wantExit(t, 0)
 	m := regexp.MustCompile(`^panic (felix/subscribers/sub-\d+)\n$`).FindStringSubmatch(kill.stdout.String())
 	if m == nil {
@@ -130,7 +132,7 @@ func TestChaosCLI(t *testing.T) {
 	killed := m[1]
 
 	// Both subscriptions carry on: the restarted feeder kept its subscription.
-	runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "s", "two").wantExit(t, 0)
+	runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "s", "two").wantExit(t, 0)
 	for _, s := range []*proc{subA, subB} {
 		s.waitStdout(t, "the message published after the crash", func(out string) bool { return out == "one\ntwo\n" })
 	}
@@ -142,7 +144,7 @@ func TestChaosCLI(t *testing.T) {
 	var restarted broker.ActorInfo
 	deadline := time.Now().Add(waitTimeout)
 	for {
-		for _, a := range treeJSON(t, b.admin) {
+		for _, a := range treeJSON(t, b) {
 			if a.Path == killed {
 				restarted = a
 			}
@@ -155,7 +157,7 @@ func TestChaosCLI(t *testing.T) {
 	if restarted.Path != killed || restarted.Restarts != 1 || restarted.LastFailure == nil || !strings.Contains(restarted.LastFailure.Reason, "chaos") {
 		t.Errorf("felix tree --json shows %s as %+v, want restarts 1 and a last failure naming chaos", killed, restarted)
 	}
-	human := runFelix(t, opts{}, "tree", "--admin", b.admin)
+	human := runFelix(t, opts{}, "tree", "--admin", b.admin, "--token", b.token)
 	human.wantExit(t, 0)
 	name := killed[strings.LastIndexByte(killed, '/')+1:]
 	if !regexp.MustCompile(`(?m)^  ` + name + ` \[feeder\] .* restarts 1 \(last failure \S+: chaos: `).MatchString(human.stdout.String()) {
@@ -183,14 +185,14 @@ func TestChaosCLIRefusals(t *testing.T) {
 		t.Parallel()
 		b := startAdminBroker(t, false)
 		for _, args := range [][]string{{"--kind", "feeder"}, {"--path", "felix/lanes/lane-0", "--mode", "stop"}} {
-			r := runFelix(t, opts{}, append([]string{"chaos", "kill", "--admin", b.admin}, args...)...)
+			r := runFelix(t, opts{}, append([]string{"chaos", "kill", "--admin", b.admin, "--token", b.token}, args...)...)
 			r.wantExit(t, 1)
 			if msg := r.stderr.String(); !strings.HasPrefix(msg, "felix: ") || !strings.Contains(msg, "--chaos") {
 				t.Errorf("felix chaos kill %q against a broker without --chaos: stderr %q, want a felix: line naming --chaos", args, msg)
 			}
 		}
 		// Nothing was killed: the lanes are all there, none restarted.
-		lanes := treeJSON(t, b.admin, "--kind", "lane")
+		lanes := treeJSON(t, b, "--kind", "lane")
 		if len(lanes) != 4 {
 			t.Errorf("felix tree --kind lane lists %d lanes after refused kills, want 4", len(lanes))
 		}
@@ -203,12 +205,12 @@ func TestChaosCLIRefusals(t *testing.T) {
 	t.Run("no such actor", func(t *testing.T) {
 		t.Parallel()
 		b := startAdminBroker(t, true)
-		r := runFelix(t, opts{}, "chaos", "kill", "--admin", b.admin, "--path", "nope")
+		r := runFelix(t, opts{}, "chaos", "kill", "--admin", b.admin, "--token", b.token, "--path", "nope")
 		r.wantExit(t, 1)
 		if msg := r.stderr.String(); !strings.HasPrefix(msg, "felix: ") || !strings.Contains(msg, "no such actor") || !strings.Contains(msg, `"nope"`) {
 			t.Errorf("felix chaos kill --path nope: stderr %q, want a felix: line saying no such actor \"nope\"", msg)
 		}
-		r = runFelix(t, opts{}, "chaos", "kill", "--admin", b.admin, "--path", "felix/lanes")
+		r = runFelix(t, opts{}, "chaos", "kill", "--admin", b.admin, "--token", b.token, "--path", "felix/lanes")
 		r.wantExit(t, 1)
 		if msg := r.stderr.String(); !strings.Contains(msg, "supervisors cannot be killed") {
 			t.Errorf("felix chaos kill --path felix/lanes: stderr %q, want it to say supervisors cannot be killed", msg)

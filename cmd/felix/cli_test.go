@@ -62,10 +62,10 @@ func TestMain(m *testing.M) {
 func TestPubSubRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "s", "--count", "3", "--json")
+	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "s", "--count", "3", "--json")
 	sub.waitStderrLine(t, "subscribed")
 
-	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "s", "a", "b", "c")
+	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "s", "a", "b", "c")
 	pub.wantExit(t, 0)
 	if want := "published 3 messages to default/default/s (ack: message) in "; !strings.Contains(pub.stderr.String(), want) {
 		t.Errorf("pub stderr = %q, want it to contain %q", pub.stderr, want)
@@ -102,10 +102,10 @@ func TestPubStdin(t *testing.T) {
 	for _, ack := range []string{"none", "message", "batch"} {
 		t.Run(ack, func(t *testing.T) {
 			stream := "lines-" + ack
-			sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", stream, "--count", "4")
+			sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", stream, "--count", "4")
 			sub.waitStderrLine(t, "subscribed")
 			pub := runFelix(t, opts{stdin: strings.NewReader("x\n" + long + "\n\nz\n")},
-				"pub", "--broker", b.addr, "--ca", b.ca, "--stream", stream, "--ack", ack)
+				"pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", stream, "--ack", ack)
 			pub.wantExit(t, 0)
 			want := fmt.Sprintf("published 4 messages to default/default/%s (ack: %s)", stream, ack)
 			if !strings.Contains(pub.stderr.String(), want) {
@@ -121,7 +121,7 @@ func TestPubStdin(t *testing.T) {
 	// `tail -f log | felix pub` ends with Ctrl-C: a clean stop that still
 	// delivers what was read, even fire-and-forget.
 	t.Run("interrupted", func(t *testing.T) {
-		sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "tail", "--count", "2")
+		sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "tail", "--count", "2")
 		sub.waitStderrLine(t, "subscribed")
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -129,7 +129,7 @@ func TestPubStdin(t *testing.T) {
 		}
 		defer r.Close()
 		defer w.Close() // the input never ends by itself
-		pub := start(t, opts{stdin: r}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "tail", "--ack", "none")
+		pub := start(t, opts{stdin: r}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "tail", "--ack", "none")
 		if _, err := io.WriteString(w, "one\ntwo\n"); err != nil {
 			t.Fatal(err)
 		}
@@ -149,9 +149,9 @@ func TestPubStdin(t *testing.T) {
 func TestSubJSONBinary(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "bin", "--count", "1", "--json")
+	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "bin", "--count", "1", "--json")
 	sub.waitStderrLine(t, "subscribed")
-	runFelix(t, opts{stdin: strings.NewReader("\xff\xfeA\n")}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "bin").wantExit(t, 0)
+	runFelix(t, opts{stdin: strings.NewReader("\xff\xfeA\n")}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "bin").wantExit(t, 0)
 	sub.wantExit(t, 0)
 	var ev map[string]string
 	if err := json.Unmarshal(sub.stdout.Bytes(), &ev); err != nil {
@@ -281,9 +281,9 @@ func TestBrokerHelp(t *testing.T) {
 func TestPubCount(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "bench", "--count", "1000")
+	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "bench", "--count", "1000")
 	sub.waitStderrLine(t, "subscribed")
-	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "bench",
+	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "bench",
 		"--count", "1000", "--size", "128", "--ack", "batch", "--json")
 	pub.wantExit(t, 0)
 	var sum struct {
@@ -316,9 +316,9 @@ func TestPubCount(t *testing.T) {
 func TestPubCountFireAndForget(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--stream", "ff", "--count", "1000")
+	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "ff", "--count", "1000")
 	sub.waitStderrLine(t, "subscribed")
-	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "ff",
+	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "ff",
 		"--count", "1000", "--size", "16", "--ack", "none")
 	pub.wantExit(t, 0)
 	sub.wantExit(t, 0)
@@ -334,24 +334,34 @@ func TestPubCountFireAndForget(t *testing.T) {
 }
 
 // TestDefaultsInWorkingDir is the walkthrough: a broker with default
-// settings (but a free port) writes ./felix-data, and clients started in the
-// same folder trust it with no flags.
+// settings (but free ports) writes ./felix-data, and clients started in the
+// same folder trust its certificate and use its admin.token with no flags.
+// From another folder, a client without a token is refused and told how to
+// get one.
 func TestDefaultsInWorkingDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	broker := start(t, opts{dir: dir}, "broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0")
-	// stderr is not a terminal, so the log is JSON; the address is in it.
-	var addr string
-	broker.waitStderr(t, "a log line with the bound address", func(line string) bool {
-		var entry struct{ Message, Addr string }
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == "broker accepting connections" {
-			addr = entry.Addr
-			return true
+	// stderr is not a terminal, so the log is JSON; the addresses are in it,
+	// the admin endpoint's first.
+	var addr, admin string
+	broker.waitStderr(t, "log lines with the bound addresses", func(line string) bool {
+		var entry struct{ Message, Addr, Admin string }
+		if json.Unmarshal([]byte(line), &entry) != nil {
+			return false
 		}
-		return false
+		switch {
+		case strings.HasPrefix(entry.Message, "admin endpoint serving"):
+			admin = entry.Admin
+		case entry.Message == "broker accepting connections":
+			addr = entry.Addr
+		}
+		return addr != "" && admin != ""
 	})
-	if _, err := os.Stat(filepath.Join(dir, "felix-data", "cert.pem")); err != nil {
-		t.Fatalf("broker with defaults: %v", err)
+	for _, f := range []string{"cert.pem", "admin.token"} {
+		if _, err := os.Stat(filepath.Join(dir, "felix-data", f)); err != nil {
+			t.Fatalf("broker with defaults: %v", err)
+		}
 	}
 
 	counted := start(t, opts{dir: dir}, "sub", "--broker", addr, "--stream", "orders", "--count", "2")
@@ -367,6 +377,30 @@ func TestDefaultsInWorkingDir(t *testing.T) {
 	endless.waitStdout(t, "both messages", func(out string) bool { return out == "hello\nworld\n" })
 	endless.signal(t, syscall.SIGTERM)
 	endless.wantExitWithin(t, 0, stopWithin)
+	runFelix(t, opts{dir: dir}, "tree", "--admin", admin).wantExit(t, 0)
+
+	// Another folder: the certificate is given, the token is not.
+	ca := filepath.Join(dir, "felix-data", "cert.pem")
+	elsewhere := opts{dir: t.TempDir()}
+	for _, args := range [][]string{
+		{"pub", "--broker", addr, "--ca", ca, "--stream", "orders", "x"},
+		{"sub", "--broker", addr, "--ca", ca, "--stream", "orders", "--count", "1"},
+		{"tree", "--admin", admin},
+	} {
+		r := runFelix(t, elsewhere, args...)
+		r.wantExit(t, 1)
+		for _, want := range []string{"sent no token", "--token", "FELIX_TOKEN", "felix token create --data-dir DATA_DIR", "from the broker's folder"} {
+			if !strings.Contains(r.stderr.String(), want) {
+				t.Errorf("felix %s from another folder: stderr = %q, want it to contain %q", args[0], r.stderr, want)
+			}
+		}
+	}
+	token := readToken(t, filepath.Join(dir, "felix-data"))
+	withEnv := opts{dir: elsewhere.dir, env: []string{"FELIX_TOKEN=" + token}}
+	runFelix(t, withEnv, "pub", "--broker", addr, "--ca", ca, "--stream", "orders", "x").wantExit(t, 0)
+	runFelix(t, withEnv, "tree", "--admin", admin).wantExit(t, 0)
+	// FELIX_TOKEN in the environment is the clients': a broker ignores it.
+	runFelix(t, withEnv, "broker", "--print-config").wantExit(t, 0)
 
 	broker.signal(t, syscall.SIGINT)
 	broker.wantExitWithin(t, 0, stopWithin)
@@ -395,13 +429,13 @@ func TestClientErrors(t *testing.T) {
 				t.Errorf("stderr = %q, want it to contain %q", r.stderr, want)
 			}
 		}
-		runFelix(t, elsewhere, "pub", "--broker", b.addr, "--stream", "s", "--insecure", "x").wantExit(t, 0)
+		runFelix(t, elsewhere, "pub", "--broker", b.addr, "--stream", "s", "--insecure", "--token", b.token, "x").wantExit(t, 0)
 	})
 	for _, ack := range []string{"none", "message", "batch"} {
 		t.Run("refused publish, ack "+ack, func(t *testing.T) {
 			// Under --ack none the refusal comes back asynchronously; pub
 			// still reports it.
-			r := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--stream", "no spaces", "--ack", ack, "x")
+			r := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "no spaces", "--ack", ack, "x")
 			r.wantExit(t, 1)
 			if want := "felix: the broker refused a publish to default/default/no spaces: invalid_request: "; !strings.HasPrefix(r.stderr.String(), want) {
 				t.Errorf("stderr = %q, want it to start with %q", r.stderr, want)
@@ -421,7 +455,7 @@ func TestClientErrors(t *testing.T) {
 	}
 	for _, tt := range refusals {
 		t.Run(fmt.Sprintf("refused %q", tt.args), func(t *testing.T) {
-			r := runFelix(t, opts{}, append(tt.args, "--broker", b.addr, "--ca", b.ca)...)
+			r := runFelix(t, opts{}, append(tt.args, "--broker", b.addr, "--ca", b.ca, "--token", b.token)...)
 			r.wantExit(t, 1)
 			if got := r.stderr.String(); got != tt.want {
 				t.Errorf("stderr = %q, want %q", got, tt.want)
@@ -612,8 +646,9 @@ func (p *proc) wait(t *testing.T, b *notifyBuffer, name, what string, ok func(st
 // brokerProc is a broker on a free port with its data in a temp dir.
 type brokerProc struct {
 	*proc
-	addr string
-	ca   string // its generated certificate
+	addr  string
+	ca    string // its generated certificate
+	token string // its admin.token: full rights on tenant default
 }
 
 func startBroker(t *testing.T) *brokerProc {
@@ -629,7 +664,9 @@ func startBroker(t *testing.T) *brokerProc {
 	for {
 		data, err := os.ReadFile(addrFile)
 		if err == nil {
-			return &brokerProc{proc: p, addr: strings.TrimSpace(string(data)), ca: filepath.Join(dir, "data", "cert.pem")}
+			// admin.token is written before the listener binds, so before the address file.
+			return &brokerProc{proc: p, addr: strings.TrimSpace(string(data)), ca: filepath.Join(dir, "data", "cert.pem"),
+				token: readToken(t, filepath.Join(dir, "data"))}
 		}
 		select {
 		case <-p.done:
@@ -640,6 +677,16 @@ func startBroker(t *testing.T) *brokerProc {
 			t.Fatalf("broker wrote no %s in %s\nstderr: %s", addrFile, waitTimeout, p.stderr)
 		}
 	}
+}
+
+// readToken reads the admin.token a broker wrote to dataDir.
+func readToken(t *testing.T, dataDir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))
+	if err != nil {
+		t.Fatalf("the broker's admin token: %v", err)
+	}
+	return strings.TrimSpace(string(data))
 }
 
 // stop sends SIGTERM and wants a clean exit soon after.

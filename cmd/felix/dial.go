@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/wire"
 )
 
 // closeTimeout bounds a client's goodbye: outstanding acks, unsubscribe.
@@ -28,6 +29,7 @@ type connOpts struct {
 	stream         string
 	caFile         string
 	insecure       bool
+	token          string
 	connectTimeout time.Duration
 }
 
@@ -39,6 +41,7 @@ func (o *connOpts) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.caFile, "ca", "", "trust the broker certificate(s) in this PEM file (a broker's DATA_DIR/cert.pem); "+
 		"with neither --ca nor --insecure, ./"+client.DefaultCAFile+" is trusted when it exists")
 	fs.BoolVar(&o.insecure, "insecure", false, "do not verify the broker's certificate")
+	registerToken(fs, &o.token)
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "give up connecting after this long")
 }
 
@@ -69,7 +72,7 @@ func (o *connOpts) scope() string {
 func (o *connOpts) dial(ctx context.Context) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()
-	c, err := client.Dial(dctx, o.broker, client.Options{Tenant: o.tenant, CAFile: o.caFile, Insecure: o.insecure})
+	c, err := client.Dial(dctx, o.broker, o.clientOptions())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted while connecting to %s", o.broker)
@@ -78,6 +81,51 @@ func (o *connOpts) dial(ctx context.Context) (*client.Client, error) {
 	}
 	return c, nil
 }
+
+// clientOptions are the client's options from the flags. A token from
+// neither --token nor FELIX_TOKEN is left empty, so the client takes
+// ./felix-data/admin.token when it exists.
+func (o *connOpts) clientOptions() client.Options {
+	token, _ := flagOrEnvToken(o.token)
+	return client.Options{Tenant: o.tenant, Token: token, CAFile: o.caFile, Insecure: o.insecure}
+}
+
+// tokenEnv names the variable client commands read a token from.
+const tokenEnv = "FELIX_TOKEN"
+
+func registerToken(fs *pflag.FlagSet, dst *string) {
+	fs.StringVar(dst, "token", "", "the token to authenticate with (felix token create mints one on the broker's machine); "+
+		"default $"+tokenEnv+", else ./"+client.DefaultTokenFile+" when it exists")
+}
+
+// flagOrEnvToken is --token, else $FELIX_TOKEN, and where it came from
+// ("" for neither).
+func flagOrEnvToken(flag string) (token, source string) {
+	switch {
+	case flag != "":
+		return flag, "--token"
+	case os.Getenv(tokenEnv) != "":
+		return os.Getenv(tokenEnv), tokenEnv
+	}
+	return "", ""
+}
+
+// tokenSource says which token a command sent, for its error messages.
+func tokenSource(flag string) string {
+	if _, src := flagOrEnvToken(flag); src != "" {
+		return "the token from " + src
+	}
+	if fileExists(client.DefaultTokenFile) {
+		return "the token in ./" + client.DefaultTokenFile + " (found in this folder: is it another broker's?)"
+	}
+	return "no token (no --token, no " + tokenEnv + ", no ./" + client.DefaultTokenFile + " in this folder)"
+}
+
+// howToGetToken is the end of every "refused: unauthenticated" message.
+var howToGetToken = "Pass --token TOKEN or set " + tokenEnv + "; on the broker's machine " +
+	"`felix token create --data-dir DATA_DIR --tenant TENANT --grant ACTION:NAMESPACE/STREAM` mints one " +
+	"(DATA_DIR is the broker's --data-dir, ./felix-data by default), or run the client from the broker's folder, " +
+	"where ./" + client.DefaultTokenFile + " is used with no flag"
 
 // explainDialError turns the usual ways a first connection fails into what
 // to do about them, keeping the cause in parentheses.
@@ -94,6 +142,9 @@ func (o *connOpts) explainDialError(err error) error {
 		return fmt.Errorf("the broker at %s presented a certificate this client does not trust; it trusted %s. "+
 			"Pass --ca FILE with the broker's certificate (DATA_DIR/cert.pem of its --data-dir, ./felix-data/cert.pem by default), "+
 			"or --insecure to skip verification (%w)", o.broker, trusted, err)
+	case errors.Is(err, wire.ErrUnauthenticated):
+		return fmt.Errorf("the broker at %s refused the connection as tenant %s; this client sent %s. %s (%w)",
+			o.broker, o.tenant, tokenSource(o.token), howToGetToken, err)
 	case isUnreachable(err):
 		return fmt.Errorf("cannot reach broker at %s: is `felix broker` running? (%w)", o.broker, err)
 	case strings.Contains(err.Error(), "read CA file"):

@@ -36,7 +36,7 @@ func TestKill9KeepsEveryAckedRecord(t *testing.T) {
 			"--addr-file", addrFile, "--durable-fsync", "on_commit", "--log-format", "json")
 		addr := waitForFile(t, p, addrFile)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		c, err := client.Dial(ctx, addr, client.Options{CAFile: filepath.Join(data, "cert.pem")})
+		c, err := client.Dial(ctx, addr, client.Options{CAFile: filepath.Join(data, "cert.pem"), Token: readToken(t, data)})
 		if err != nil {
 			cancel()
 			t.Fatalf("round %d: dial: %v", round, err)
@@ -94,7 +94,7 @@ func TestKill9KeepsEveryAckedRecord(t *testing.T) {
 	addr := waitForFile(t, p, addrFile)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, addr, client.Options{CAFile: filepath.Join(data, "cert.pem")})
+	c, err := client.Dial(ctx, addr, client.Options{CAFile: filepath.Join(data, "cert.pem"), Token: readToken(t, data)})
 	if err != nil {
 		t.Fatal(err)
 	}
