@@ -100,7 +100,7 @@ func TestChaosCLI(t *testing.T) {
 		{`(?m)^felix/registry \[supervisor\] depth \d+/\d+`, 1},
 		{`(?m)^  default:default:s:0 \[shard\] depth \d+/64 block .*stream=default/default/s shard=0`, 1},
 		{`(?m)^  sub-\d+ \[feeder\] depth \d+/512 drop_new .*stream=default/default/s subscription=\d+ conn=\d+ lane=\d`, 2},
-		{`(?m)^  lane-\d \[lane\] depth \d+/64 drop_new lane=\d$`, 4},
+		{`(?m)^  lane-\d \[lane\] depth \d+/64 block lane=\d$`, 4},
 	} {
 		if got := count(want.re); got != want.n {
 			t.Errorf("felix tree: %d lines match %s, want %d; it printed:\n%s", got, want.re, want.n, out)
