@@ -266,7 +266,9 @@ func TestBadInput(t *testing.T) {
 		if err := ctrl.Write(rawEnvelope(t, "hello", mustMarshal(t, map[string]any{}))); err != nil {
 			t.Fatal(err)
 		}
-		expectRefused(t, ctx, rc, ctrl, wire.CodeUnauthenticated)
+		// Not decodable as a message: invalid_request, as after the
+		// handshake (issue #11 "Smaller").
+		expectRefused(t, ctx, rc, ctrl, wire.CodeInvalidRequest)
 	})
 	run("pre-auth/invalid-tenant", func(t *testing.T, ctx context.Context, rc *brokertest.RawConn) {
 		ctrl, _, err := rc.Handshake(ctx, "a/b")

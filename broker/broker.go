@@ -257,6 +257,7 @@ func (b *Broker) listen() error {
 		MaxFrameBytes:        b.cfg.MaxFrameBytes,
 		PreAuthMaxFrameBytes: b.cfg.PreAuthMaxFrameBytes,
 		AuthTimeout:          b.cfg.AuthTimeout,
+		FrameReadTimeout:     b.cfg.FrameReadTimeout,
 		PublishWindow:        b.cfg.PublishWindow,
 		Log:                  b.log,
 		OnConnection:         b.countConnection,

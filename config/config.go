@@ -62,6 +62,10 @@ type Config struct {
 	PreAuthMaxFrameBytes int `yaml:"pre_auth_max_frame_bytes" help:"largest frame a client may send before the handshake completes"`
 	// AuthTimeout closes a connection that has not completed the handshake (10 s).
 	AuthTimeout time.Duration `yaml:"auth_timeout_ms" help:"close a connection that has not completed the handshake within this"`
+	// FrameReadTimeout bounds how long a frame may take to arrive once its
+	// first byte has (10 s); past it the stream is reset and its buffer
+	// freed. A stream idle between frames has no deadline.
+	FrameReadTimeout time.Duration `yaml:"frame_read_timeout_ms" help:"how long a frame may take to arrive once its first byte has; past it the broker resets the stream"`
 
 	// MaxClientConnections bounds the broker's open client connections
 	// (8192); the next one is refused limit_exceeded. 0 = no bound.

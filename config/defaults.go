@@ -47,6 +47,9 @@ func Default() Config {
 		MaxFrameBytes:        int(16 * mib),    // reference §3.1 Frames / acks: max_frame_bytes
 		PreAuthMaxFrameBytes: int(64 * kib),    // reference §7 Security limits: pre-auth frame cap
 		AuthTimeout:          10 * time.Second, // reference §7 Security limits: FELIX_AUTH_TIMEOUT_MS
+		// Ours (issue #11): a slow link still moves a 16 MiB frame in 10 s
+		// at 13 Mbit/s, and a trickling client pins a stream for no longer.
+		FrameReadTimeout: 10 * time.Second,
 
 		MaxClientConnections: 8192, // reference §7 Security limits: FELIX_MAX_CLIENT_CONNECTIONS
 		MaxConnectionsPerIP:  512,  // reference §7 Security limits: FELIX_MAX_CONNECTIONS_PER_IP

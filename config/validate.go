@@ -62,6 +62,9 @@ func (c Config) Validate() error {
 	if c.AuthTimeout <= 0 {
 		bad("auth_timeout_ms", "must be positive, got %s", c.AuthTimeout)
 	}
+	if c.FrameReadTimeout <= 0 {
+		bad("frame_read_timeout_ms", "must be positive, got %s", c.FrameReadTimeout)
+	}
 
 	// Quotas: 0 turns each off, so only a negative value is a mistake.
 	atLeast("max_client_connections", int64(c.MaxClientConnections), 0)

@@ -26,7 +26,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 	id := s.nextConn.Add(1)
 	log := s.cfg.Log.With().Uint64("conn", id).Str("remote", conn.RemoteAddr().String()).Logger()
 
-	ctrl, fr, info, err := s.handshake(conn, id)
+	ctrl, info, err := s.handshake(conn, id)
 	if err != nil {
 		log.Debug().Err(err).Msg("handshake failed")
 		return
@@ -51,19 +51,23 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		_ = conn.CloseWithError(CloseProtocol, "handshake write failed")
 		return
 	}
-	fr.MaxLen = s.cfg.MaxFrameBytes
 
-	h := &connHandler{srv: s, conn: conn, session: session, log: log, info: info, authOK: ack}
+	h := &connHandler{
+		srv: s, conn: conn, session: session, log: log, info: info, authOK: ack,
+		frames:   newByteGate(max(frameBytesInFlight, int64(s.cfg.MaxFrameBytes))),
+		answered: newByteGate(answerConnMaxBytes),
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); h.serveStream(ctrl, fr) }()
+	// The handshake's reader read exactly the Auth frame, nothing after it.
+	go func() { defer wg.Done(); h.serveStream(ctrl) }()
 	for {
 		st, err := conn.AcceptStream(context.Background())
 		if err != nil {
 			break // the connection closed
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); h.serveStream(st, wire.NewFrameReader(st, s.cfg.MaxFrameBytes)) }()
+		go func() { defer wg.Done(); h.serveStream(st) }()
 	}
 	wg.Wait()
 	session.Close()
@@ -72,15 +76,21 @@ func (s *Server) serveConn(conn *quic.Conn) {
 
 // handshake waits for the first stream and its Auth, within AuthTimeout.
 // A client that connects and says nothing is closed with CloseAuthTimeout.
-func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, *wire.FrameReader, ConnInfo, error) {
+//
+// Input the broker cannot decode (a bad magic, version or flags, a frame
+// over the pre-auth cap, msgpack that does not parse) is refused
+// invalid_request; a well-formed first frame that is not an Auth, or an
+// Auth whose credential the broker refuses, is unauthenticated.
+func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, ConnInfo, error) {
 	deadline := time.Now().Add(s.cfg.AuthTimeout)
 	ctx, cancel := context.WithDeadline(conn.Context(), deadline)
 	defer cancel()
 	ctrl, err := conn.AcceptStream(ctx)
 	if err != nil {
 		s.closeAuthTimeout(conn, ctx)
-		return nil, nil, ConnInfo{}, fmt.Errorf("transport: no control stream: %w", err)
+		return nil, ConnInfo{}, fmt.Errorf("transport: no control stream: %w", err)
 	}
+	defer refusePreAuthStreams(conn)()
 	_ = ctrl.SetReadDeadline(deadline)
 	fr := wire.NewFrameReader(ctrl, s.cfg.PreAuthMaxFrameBytes)
 	hdr, payload, err := fr.Next()
@@ -94,27 +104,26 @@ func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, *wire.Fram
 		} else {
 			s.refuse(conn, ctrl, wire.NewError(wire.CodeInvalidRequest, "handshake: %v", err))
 		}
-		return nil, nil, ConnInfo{}, err
+		return nil, ConnInfo{}, err
 	}
 	_ = ctrl.SetReadDeadline(time.Time{})
 	var auth *wire.Auth
 	if hdr.Flags == 0 {
 		msg, derr := wire.DecodeMessage(payload)
-		auth, _ = msg.(*wire.Auth)
 		if derr != nil {
-			err = derr
+			s.refuse(conn, ctrl, wire.NewError(wire.CodeInvalidRequest, "handshake: %v", derr))
+			return nil, ConnInfo{}, derr
 		}
+		auth, _ = msg.(*wire.Auth)
 	}
 	if auth == nil {
-		if err == nil {
-			err = errors.New("the first frame must be auth")
-		}
+		err = errors.New("the first frame must be auth")
 		s.refuse(conn, ctrl, wire.NewError(wire.CodeUnauthenticated, "handshake: %v", err))
-		return nil, nil, ConnInfo{}, err
+		return nil, ConnInfo{}, err
 	}
 	if err := wire.ValidateName("tenant", auth.Tenant); err != nil {
 		s.refuse(conn, ctrl, wire.AsError(err))
-		return nil, nil, ConnInfo{}, err
+		return nil, ConnInfo{}, err
 	}
 	info := ConnInfo{
 		ID:     id,
@@ -126,7 +135,32 @@ func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, *wire.Fram
 		CertSubject: certSubject(conn),
 		Features:    auth.ClientFeatures & wire.SupportedFeatures,
 	}
-	return ctrl, fr, info, nil
+	return ctrl, info, nil
+}
+
+// refusePreAuthStreams resets every stream the client opens besides the
+// control stream until the returned stop is called (the handshake is
+// over). Without it, what a client sent on streams it opened early sat in
+// QUIC's buffers, up to the connection window (64 MiB), for as long as the
+// auth timeout (issue #11). A client must wait for AuthOK before opening
+// another stream; ours does.
+func refusePreAuthStreams(conn *quic.Conn) (stop func()) {
+	ctx, cancel := context.WithCancel(conn.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			st, err := conn.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			st.CancelRead(streamErrPreAuth)
+			st.CancelWrite(streamErrPreAuth)
+		}
+	}()
+	// Wait for the goroutine, so only the connection's accept loop
+	// accepts streams from now on.
+	return func() { cancel(); <-done }
 }
 
 // certSubject is the subject common name of the client's certificate, or
@@ -191,21 +225,37 @@ type connHandler struct {
 	log     zerolog.Logger
 	info    ConnInfo
 	authOK  *wire.AuthOK // the handshake's answer, repeated to a re-authentication
+	// frames bounds the bytes of frames being read on the connection
+	// (frameBytesInFlight); answered the bytes of answers its streams owe
+	// (answerConnMaxBytes).
+	frames, answered *byteGate
 }
 
 // serveStream reads requests from one bidirectional stream until it ends.
 // Answers go out in request order through the stream's responder; a frame
-// that cannot be parsed ends the stream (its boundary is lost), anything
-// else gets a typed error and the stream keeps going.
-func (h *connHandler) serveStream(st *quic.Stream, fr *wire.FrameReader) {
-	r := newResponder(st, h.srv.cfg.PublishWindow)
+// that cannot be parsed ends the stream (its boundary is lost), and so does
+// one that does not arrive within FrameReadTimeout of its first byte;
+// anything else gets a typed error and the stream keeps going.
+func (h *connHandler) serveStream(st *quic.Stream) {
+	sr := &streamReader{st: st, ctx: h.conn.Context(), timeout: h.srv.cfg.FrameReadTimeout, frames: h.frames}
+	fr := wire.NewFrameReader(sr, h.srv.cfg.MaxFrameBytes)
+	fr.Budget = sr
+	r := newResponder(st, h.srv.cfg.PublishWindow, h.answered)
 	defer func() {
 		r.close()
 		_ = st.Close()
 	}()
 	for {
 		hdr, payload, err := fr.Next()
+		sr.frameDone()
 		if err != nil {
+			if isTimeout(err) {
+				// Reset, so the buffer and the stream's goroutines go (issue
+				// #11: 10 000 streams trickling a byte a second were held).
+				r.fail(0, wire.NewError(wire.CodeInvalidRequest, "frame not complete within frame_read_timeout_ms (%s) of its first byte", h.srv.cfg.FrameReadTimeout))
+				st.CancelRead(streamErrProtocol)
+				return
+			}
 			if errors.Is(err, io.EOF) || !isWireError(err) {
 				return // clean end, or the connection went away
 			}
@@ -243,6 +293,13 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 		return
 	}
 	ctx := h.conn.Context()
+	// Room for the answer first: while the client leaves answers unread,
+	// the stream reads no more requests (answerStreamMaxBytes,
+	// answerConnMaxBytes).
+	if err := r.reserve(ctx, answerReserve(msg)); err != nil {
+		return // the connection closed
+	}
+	defer r.unreserve()
 	switch m := msg.(type) {
 	case *wire.Subscribe:
 		h.handleSubscribe(ctx, r, m)
@@ -267,6 +324,14 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 	default:
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
 	}
+}
+
+// answerReserve is the room an answer to msg may take.
+func answerReserve(msg wire.Message) int64 {
+	if _, ok := msg.(*wire.StreamRead); ok {
+		return readAnswerReserve
+	}
+	return controlAnswerReserve
 }
 
 // handleSubscribe answers a subscribe with Subscribed, a cursor error or an

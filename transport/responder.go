@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"io"
 
 	"github.com/getfelix/felix-go/wire"
@@ -17,8 +18,11 @@ type pending struct {
 	requestID uint64
 	count     uint32
 	mode      wire.AckMode
-	// ...or a control reply (msg set).
-	msg wire.Message
+	// ...or a control reply, encoded when it was made (b set).
+	b []byte
+	// size is what this answer is charged on the stream's and the
+	// connection's answer bounds until it is written.
+	size int64
 }
 
 // complete records the outcome; it is called once, possibly on a shard's
@@ -32,9 +36,8 @@ func (p *pending) resolve(offset uint64, hasOffset bool, err error) {
 }
 
 func (p *pending) appendTo(b []byte) []byte {
-	if p.msg != nil {
-		b, _ = wire.AppendMessage(b, p.msg)
-		return b
+	if p.b != nil {
+		return append(b, p.b...)
 	}
 	if p.err != nil {
 		return wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: p.count, Err: wire.AsError(p.err)})
@@ -49,20 +52,70 @@ func (p *pending) appendTo(b []byte) []byte {
 }
 
 // responder writes a stream's answers in request order while the requests
-// keep being read: acked publishes are pipelined, and an answer that is
-// ready goes out in the same write as the ones before it. Its queue is the
+// keep being read: acked publishes are pipelined, and answers that are
+// ready go out in one write with the ones before them. Its queue is the
 // publish window: when it is full the reader stops reading, and QUIC flow
-// control slows the client.
+// control slows the client. The bytes of control answers are bounded too
+// (answerStreamMaxBytes for the stream, answerConnMaxBytes with the
+// connection's other streams): the reader reserves an answer's room
+// before it reads the request (reserve) and waits while there is none.
 type responder struct {
 	w        io.Writer
 	fifo     chan *pending
 	finished chan struct{}
+	// owed and connOwed are the stream's and the connection's answer
+	// bounds; reserved is the room taken for the request being served,
+	// touched only by the reader.
+	owed, connOwed *byteGate
+	reserved       int64
 }
 
-func newResponder(w io.Writer, window int) *responder {
-	r := &responder{w: w, fifo: make(chan *pending, max(0, window)), finished: make(chan struct{})}
+func newResponder(w io.Writer, window int, connOwed *byteGate) *responder {
+	r := &responder{
+		w: w, fifo: make(chan *pending, max(0, window)), finished: make(chan struct{}),
+		owed: newByteGate(answerStreamMaxBytes), connOwed: connOwed,
+	}
 	go r.run()
 	return r
+}
+
+// reserve takes room for the answer of the request about to be served,
+// waiting (the stream then reads nothing) until the stream and the
+// connection have it or ctx ends.
+func (r *responder) reserve(ctx context.Context, n int64) error {
+	if err := r.owed.acquire(ctx, n); err != nil {
+		return err
+	}
+	if err := r.connOwed.acquire(ctx, n); err != nil {
+		r.owed.release(n)
+		return err
+	}
+	r.reserved = n
+	return nil
+}
+
+// unreserve gives back room reserved and not used by an answer.
+func (r *responder) unreserve() {
+	r.charge(0)
+}
+
+// charge turns the reservation into an answer of size bytes: the
+// difference is given back, or charged past the bound (the answer exists
+// already; holding it elsewhere would not make it smaller).
+func (r *responder) charge(size int64) {
+	if d := size - r.reserved; d != 0 {
+		r.owed.add(d)
+		r.connOwed.add(d)
+	}
+	r.reserved = 0
+}
+
+// release gives back a written answer's bytes.
+func (r *responder) release(size int64) {
+	if size != 0 {
+		r.owed.release(size)
+		r.connOwed.release(size)
+	}
 }
 
 // ack queues an ack to be completed later.
@@ -72,9 +125,15 @@ func (r *responder) ack(requestID uint64, count uint32, mode wire.AckMode) *pend
 	return p
 }
 
-// reply queues a control message that is ready now.
+// reply queues a control message that is ready now. It is encoded at once,
+// so what it referred to (a page's records) is not kept besides its bytes.
 func (r *responder) reply(m wire.Message) {
-	p := &pending{done: make(chan struct{}), msg: m}
+	b, err := wire.AppendMessage(nil, m)
+	if err != nil {
+		b, _ = wire.AppendMessage(nil, &wire.ErrorMsg{Code: wire.CodeInternal, Message: "encode answer: " + err.Error()})
+	}
+	p := &pending{done: make(chan struct{}), b: b, size: int64(len(b))}
+	r.charge(p.size)
 	close(p.done)
 	r.fifo <- p
 }
@@ -86,23 +145,46 @@ func (r *responder) fail(requestID uint64, e *wire.Error) {
 
 // close stops taking answers and waits until the owed ones are written.
 func (r *responder) close() {
+	r.unreserve()
 	close(r.fifo)
 	<-r.finished
 }
 
 // run writes answers until close. After a write error it keeps draining, so
 // the reader never blocks on a stream nobody reads, but writes nothing.
+// Small ready answers are gathered into one write of about flushBytes; a
+// larger one goes out on its own, so nothing is copied into an ever
+// larger buffer (issue #11: 300 unread pages were concatenated into one).
 func (r *responder) run() {
 	defer close(r.finished)
 	var buf []byte
+	var held int64 // the charged bytes of what is in buf
 	broken := false
-	flush := func() {
-		if len(buf) > 0 && !broken {
-			if _, err := r.w.Write(buf); err != nil {
+	write := func(b []byte) {
+		if len(b) > 0 && !broken {
+			if _, err := r.w.Write(b); err != nil {
 				broken = true
 			}
 		}
+	}
+	flush := func() {
+		write(buf)
 		buf = buf[:0]
+		r.release(held)
+		held = 0
+	}
+	add := func(p *pending) {
+		if len(p.b) >= flushBytes {
+			flush()
+			write(p.b)
+			r.release(p.size)
+			return
+		}
+		buf = p.appendTo(buf)
+		held += p.size
+		if len(buf) >= flushBytes {
+			flush()
+		}
 	}
 	var next *pending
 	for {
@@ -120,7 +202,7 @@ func (r *responder) run() {
 			flush() // send what is ready before waiting on the slow one
 			<-next.done
 		}
-		buf = next.appendTo(buf)
+		add(next)
 		next = nil
 		select {
 		case p, ok := <-r.fifo:

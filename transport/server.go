@@ -28,7 +28,9 @@ const (
 
 // Stream error codes.
 const (
-	streamErrProtocol quic.StreamErrorCode = 1
+	streamErrProtocol quic.StreamErrorCode = quic.StreamErrorCode(wire.StreamCodeProtocol)
+	// streamErrPreAuth resets a stream opened before the handshake ended.
+	streamErrPreAuth quic.StreamErrorCode = quic.StreamErrorCode(wire.StreamCodePreAuth)
 )
 
 // Config is what the transport takes from the broker's configuration.
@@ -36,8 +38,11 @@ type Config struct {
 	MaxFrameBytes        int
 	PreAuthMaxFrameBytes int
 	AuthTimeout          time.Duration
-	PublishWindow        int
-	Log                  zerolog.Logger
+	// FrameReadTimeout is how long a frame may take once its first byte
+	// has arrived; past it the stream is reset. Zero: no deadline.
+	FrameReadTimeout time.Duration
+	PublishWindow    int
+	Log              zerolog.Logger
 	// OnConnection is told of connection events (accepted, refused,
 	// auth_timeout, closed) for metrics; may be nil. It must not block.
 	OnConnection func(event string)
@@ -64,7 +69,7 @@ type Server struct {
 
 // Listen binds addr and starts accepting. The returned server is serving.
 func Listen(addr string, tlsConf *tls.Config, cfg Config, backend service.Service) (*Server, error) {
-	ln, err := quic.ListenAddr(addr, tlsConf, quicconf.QUICConfig())
+	ln, err := quic.ListenAddr(addr, tlsConf, quicconf.ServerQUICConfig())
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen %s: %w", addr, err)
 	}

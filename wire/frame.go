@@ -30,8 +30,11 @@ const ALPN = "felix/1"
 // lane, writer or shard stopped), so the client can tell it from a clean
 // Unsubscribe (FIN) and from a lost connection. StreamCodeUnauthenticated
 // resets the subscriptions of a connection whose token expired.
+// StreamCodePreAuth resets a stream a client opened before its handshake
+// ended: until AuthOK only the control stream is read.
 const (
 	StreamCodeProtocol          uint64 = 1
+	StreamCodePreAuth           uint64 = 2
 	StreamCodeSubscriptionEnded uint64 = 0x10
 	StreamCodeUnauthenticated   uint64 = 0x11
 )
@@ -119,12 +122,30 @@ type FrameReader struct {
 	header [HeaderLen]byte
 	// MaxLen caps a frame's payload; the caller raises it after the handshake.
 	MaxLen int
+	// Budget, when set, bounds the bytes of frames being read (announced by
+	// their headers and not yet complete) over several readers: Next takes
+	// a frame's length from it after the header and gives it back when the
+	// frame is complete or has failed. Acquire may wait; its error ends Next.
+	Budget FrameBudget
+}
+
+// FrameBudget is a byte bound shared by the FrameReaders of a connection.
+type FrameBudget interface {
+	Acquire(n int) error
+	Release(n int)
 }
 
 // NewFrameReader reads frames from r with a payload cap of maxLen bytes.
 func NewFrameReader(r io.Reader, maxLen int) *FrameReader {
 	return &FrameReader{r: r, MaxLen: maxLen}
 }
+
+// growStep is the first allocation for a frame's payload. The buffer then
+// doubles as bytes arrive, so a frame costs at most twice what was sent of
+// it, never what its header announced (issue #11: 300 headers of 12 bytes
+// each allocated 16 MiB at once and exhausted a 4 GB broker). Doubling
+// rather than a fixed step keeps the copying linear in the frame's size.
+const growStep = 64 << 10
 
 // Next reads one frame. The payload is freshly allocated so the caller may
 // keep slices of it (publish payloads are shared, uncopied, with every
@@ -140,12 +161,37 @@ func (fr *FrameReader) Next() (Header, []byte, error) {
 	if err != nil {
 		return Header{}, nil, err
 	}
-	payload := make([]byte, h.Length)
-	if _, err := io.ReadFull(fr.r, payload); err != nil {
+	n := int(h.Length)
+	if fr.Budget != nil && n > 0 {
+		if err := fr.Budget.Acquire(n); err != nil {
+			return Header{}, nil, err
+		}
+		defer fr.Budget.Release(n)
+	}
+	payload, err := fr.readPayload(n)
+	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return Header{}, nil, fmt.Errorf("%w: stream ended inside a %d-byte frame", ErrMalformed, h.Length)
 		}
 		return Header{}, nil, err
 	}
 	return h, payload, nil
+}
+
+// readPayload reads exactly n bytes into a buffer that grows as they arrive.
+func (fr *FrameReader) readPayload(n int) ([]byte, error) {
+	buf := make([]byte, 0, min(n, growStep))
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(n, 2*cap(buf)))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := fr.r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			return nil, err
+		}
+	}
+	return buf, nil
 }

@@ -276,3 +276,23 @@ func TestFrameReaderPassesReadErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestFrameReaderGrowsAsBytesArrive: a body read a byte at a time, across
+// several growths of its buffer, arrives whole and exact; a body cut short
+// is malformed.
+func TestFrameReaderGrowsAsBytesArrive(t *testing.T) {
+	body := make([]byte, 3*growStep+17)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	frame := append(AppendHeader(nil, 0, len(body)), body...)
+	fr := NewFrameReader(iotest.OneByteReader(bytes.NewReader(frame)), len(body))
+	_, got, err := fr.Next()
+	if err != nil || !bytes.Equal(got, body) || cap(got) != len(body) {
+		t.Fatalf("Next: %d bytes (cap %d), err %v; want the %d-byte body exactly", len(got), cap(got), err, len(body))
+	}
+	fr = NewFrameReader(bytes.NewReader(frame[:HeaderLen+10]), len(body))
+	if _, _, err := fr.Next(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a body cut short: err = %v, want ErrMalformed", err)
+	}
+}

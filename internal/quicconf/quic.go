@@ -36,3 +36,34 @@ func QUICConfig() *quic.Config {
 		EnableStreamResetPartialDelivery: true,
 	}
 }
+
+// ServerQUICConfig is QUICConfig as the broker listens with it, with the
+// limits on what a client may open (issue #11):
+//
+//   - No unidirectional streams: a client never opens one (event streams
+//     go from broker to client), and each could buffer a stream window.
+//   - maxClientStreams bidirectional streams at once. quic-go cannot raise
+//     a limit after the handshake (MAX_STREAMS only replaces streams that
+//     ended), so it is one fixed value: our client opens the control
+//     stream, up to PublishShardStreams+1 publish streams and nothing
+//     else; a stream costs the broker two goroutines and at most one
+//     partly read frame (bounded per connection, and in time by
+//     frame_read_timeout_ms).
+//
+// The receive windows stay as in QUICConfig: quic-go only grows a window
+// by auto-tuning on fast reads (AllowConnectionWindowIncrease can refuse
+// growth, never force it), so a small window before auth could not be
+// opened to 64 MiB after it. Before auth the transport reads only the
+// control stream, at most pre_auth_max_frame_bytes of it, and resets any
+// other stream as it is opened, so no window fills meanwhile.
+func ServerQUICConfig() *quic.Config {
+	c := QUICConfig()
+	c.MaxIncomingStreams = maxClientStreams
+	c.MaxIncomingUniStreams = -1 // quic-go: negative allows none
+	return c
+}
+
+// maxClientStreams is the broker's limit on a client's concurrent
+// bidirectional streams: a quarter of quic-go's 1024 we used before, far
+// above the handful our client opens.
+const maxClientStreams = 256
