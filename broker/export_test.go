@@ -11,6 +11,14 @@ import (
 	"github.com/getfelix/felix-go/lanes"
 )
 
+// SetAdminIdleTimeout shortens the admin endpoint's keep-alive idle timeout
+// for brokers started after it; the returned func restores it.
+func SetAdminIdleTimeout(d time.Duration) (restore func()) {
+	old := adminIdleTimeout
+	adminIdleTimeout = d
+	return func() { adminIdleTimeout = old }
+}
+
 // EgressShares sums, over every live connection, how many subscriptions
 // its egress budget is divided among. Each session answers in turn, so
 // everything it was told before the call is counted.
