@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -78,6 +79,52 @@ type Options struct {
 	// SubscriptionBuffer is the number of events a subscription buffers before
 	// it stops reading its stream, letting the broker's queue absorb the rest (1024).
 	SubscriptionBuffer int
+	// IdleTimeout is how long the connection may go without a packet from
+	// the broker before the client gives it up as lost (30 s). With
+	// KeepAlive below it, an idle but healthy connection never gets there:
+	// this is how fast a dead broker or network is noticed.
+	IdleTimeout time.Duration
+	// KeepAlive is how often the client pings an idle connection (5 s);
+	// it must be below IdleTimeout (it is capped at half of it).
+	KeepAlive time.Duration
+}
+
+// Defaults of Options' connection timing.
+const (
+	DefaultIdleTimeout = 30 * time.Second
+	DefaultKeepAlive   = 5 * time.Second
+)
+
+// ConnectionLostError ends a client whose connection the broker or the
+// network ended; every later call returns it. Cause is quic-go's error.
+type ConnectionLostError struct{ Cause error }
+
+func (e *ConnectionLostError) Error() string {
+	var idle *quic.IdleTimeoutError
+	var app *quic.ApplicationError
+	var reset *quic.StatelessResetError
+	switch {
+	case errors.As(e.Cause, &idle):
+		return "client: connection lost: no answer from the broker within the idle timeout (the broker is gone or the network is down)"
+	case errors.As(e.Cause, &app) && app.Remote:
+		return fmt.Sprintf("client: connection lost: the broker closed it (code %d: %s)", app.ErrorCode, app.ErrorMessage)
+	case errors.As(e.Cause, &reset):
+		return "client: connection lost: the broker no longer knows it (it restarted)"
+	}
+	return "client: connection lost: " + e.Cause.Error()
+}
+
+func (e *ConnectionLostError) Unwrap() error { return e.Cause }
+
+// quicConfig is the shared QUIC configuration with o's timing.
+func (o *Options) quicConfig() *quic.Config {
+	qc := quicconf.QUICConfig()
+	qc.MaxIdleTimeout = o.IdleTimeout
+	qc.KeepAlivePeriod = min(o.KeepAlive, o.IdleTimeout/2)
+	// A broker that does not answer the handshake is given up as soon as
+	// an established connection would be (quic-go's default is 5 s).
+	qc.HandshakeIdleTimeout = min(o.IdleTimeout, 5*time.Second)
+	return qc
 }
 
 // DefaultCAFile is where a broker started with defaults in the current
@@ -157,6 +204,7 @@ type Client struct {
 	}
 
 	closed   atomic.Bool
+	lost     atomic.Bool // the connection ended by the broker or the network, not Close
 	done     chan struct{}
 	wg       sync.WaitGroup
 	asyncErr atomic.Pointer[error]
@@ -176,6 +224,12 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if opts.SubscriptionBuffer <= 0 {
 		opts.SubscriptionBuffer = 1024
 	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = DefaultKeepAlive
+	}
 	tlsConf, err := opts.tls()
 	if err != nil {
 		return nil, err
@@ -183,7 +237,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if opts.Token, err = opts.token(); err != nil {
 		return nil, err
 	}
-	conn, err := quic.DialAddr(ctx, addr, tlsConf, quicconf.QUICConfig())
+	conn, err := quic.DialAddr(ctx, addr, tlsConf, opts.quicConfig())
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}
@@ -379,7 +433,11 @@ func (c *Client) fail(err error) {
 	if c.closed.Load() {
 		return // our own Close ended the connection: not an error to report
 	}
+	if _, isWire := err.(*wire.Error); !isWire {
+		err = &ConnectionLostError{Cause: err}
+	}
 	c.setAsyncErr(err)
+	c.lost.Store(true)
 	c.shutdown()
 }
 
@@ -396,8 +454,12 @@ func (c *Client) Err() error {
 	return nil
 }
 
+// closedErr is what a call on a client that is no longer usable returns:
+// what ended the connection when it was lost, ErrClosed after Close. It
+// used to be ErrClosed either way (fail marks the client closed before
+// anyone reads the error), hiding an idle timeout or a stopping broker.
 func (c *Client) closedErr() error {
-	if err := c.Err(); err != nil && !c.closed.Load() {
+	if err := c.Err(); err != nil && c.lost.Load() {
 		return err
 	}
 	return ErrClosed

@@ -167,7 +167,7 @@ func (ps *publishers) stream(scope wire.Scope) (*pubStream, error) {
 func (ps *publishers) openLocked() (*pubStream, error) {
 	st, err := ps.c.conn.OpenStream()
 	if err != nil {
-		return nil, fmt.Errorf("client: open publish stream: %w", ps.c.closedErrOr(err))
+		return nil, ps.c.closedErrOr(err)
 	}
 	return newPubStream(ps.c, st), nil
 }
@@ -506,7 +506,7 @@ func (p *pubStream) finish(ctx context.Context) {
 
 func (c *Client) closedErrOr(err error) error {
 	if c.closed.Load() {
-		return ErrClosed
+		return c.closedErr()
 	}
-	return fmt.Errorf("client: connection lost: %w", err)
+	return &ConnectionLostError{Cause: err}
 }
