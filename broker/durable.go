@@ -8,6 +8,7 @@ import (
 
 	"github.com/getfelix/felix-go/persistence"
 	"github.com/getfelix/felix-go/streams"
+	"github.com/getfelix/felix-go/wire"
 )
 
 // durableLog adapts persistence.Log to what a durable shard needs.
@@ -79,7 +80,7 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 // starts empty even while the old shards are still closing their files.
 func (b *Broker) removeLogs(def streams.Def) {
 	dir := filepath.Join(b.cfg.DataDir, "streams", def.Scope.Tenant, def.Scope.Namespace, def.Scope.Stream)
-	trash := fmt.Sprintf("%s.deleted-%d", dir, time.Now().UnixNano())
+	trash := fmt.Sprintf("%s%s%d", dir, wire.TrashSuffix, time.Now().UnixNano()) // no stream name ends like it (wire.ValidateName)
 	if err := os.Rename(dir, trash); err != nil {
 		if !os.IsNotExist(err) {
 			b.log.Warn().Err(err).Str("dir", dir).Msg("delete durable stream data")
