@@ -87,3 +87,89 @@ func errorCode(err error, code wire.Code) bool {
 	var we *wire.Error
 	return err != nil && errors.As(err, &we) && we.Code == code
 }
+
+// TestDeleteDurableStreamUnderPublishes: a durable stream deleted while a
+// client publishes to it in a loop is not turned into an in-memory stream.
+// Issue 11: the publish path retried a closed shard with create enabled, and
+// 13 120 publishes were acknowledged after the delete, without offsets,
+// persisted nowhere. Now every publish that starts after the delete returned
+// fails (not_found once the shard is gone), a success is only a publish in
+// flight during the delete (it has its offset), and the stream stays gone.
+func TestDeleteDurableStreamUnderPublishes(t *testing.T) {
+	cfg := brokertest.Config(t)
+	b := brokertest.Start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub, admin := brokertest.Dial(t, b, cfg), brokertest.Dial(t, b, cfg)
+	st := client.Stream{Name: "doomed"}
+	if _, err := admin.CreateStream(ctx, st, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		start, end time.Time
+		res        client.PublishResult
+		err        error
+	}
+	var results []result
+	acked := make(chan struct{})
+	deleted := make(chan time.Time, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var deletedAt time.Time
+		for i := 0; ; i++ {
+			if i == 200 {
+				close(acked)
+			}
+			start := time.Now()
+			res, err := pub.PublishResult(ctx, st, [][]byte{[]byte("x")}, client.PublishOptions{Ack: wire.AckPerBatch})
+			results = append(results, result{start, time.Now(), res, err})
+			select {
+			case deletedAt = <-deleted:
+			default:
+			}
+			if !deletedAt.IsZero() && time.Since(deletedAt) > 500*time.Millisecond || ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+	<-acked
+	if err := admin.DeleteStream(ctx, st); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	deletedAt := time.Now()
+	deleted <- deletedAt
+	<-done
+
+	var after, okAfter, inMemory int
+	for i, r := range results {
+		if r.err == nil && !r.res.HasOffset {
+			inMemory++
+			if inMemory <= 3 {
+				t.Errorf("publish %d acknowledged without an offset: it went to an in-memory stream", i)
+			}
+		}
+		if r.start.After(deletedAt) {
+			after++
+			if r.err == nil {
+				okAfter++
+			} else if okAfter == 0 && after == 1 {
+				t.Logf("first publish after the delete: %v", r.err)
+			}
+		}
+	}
+	if after < 10 {
+		t.Fatalf("only %d publishes started after the delete; the test did not exercise it", after)
+	}
+	if okAfter > 0 || inMemory > 0 {
+		t.Fatalf("%d of %d publishes started after the delete were acknowledged, %d of all %d without an offset; want every one refused", okAfter, after, inMemory, len(results))
+	}
+	last := results[len(results)-1].err
+	if !errorCode(last, wire.CodeNotFound) || !strings.Contains(last.Error(), "deleted") {
+		t.Errorf("last publish: %v, want not_found saying the stream was deleted", last)
+	}
+	if info, err := admin.StreamInfo(ctx, st); !errorCode(err, wire.CodeNotFound) {
+		t.Fatalf("stream info after the delete: %+v, %v; want not_found (no implicit stream)", info, err)
+	}
+}

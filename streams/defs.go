@@ -223,11 +223,13 @@ func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 		}
 	}
 	r.remove(msg.Scope)
-	ctx.Send(r.shards, &stopShards{scope: msg.Scope})
+	// The supervisor answers the requester once the shards refuse new
+	// publishes, so a publish that starts after the delete returned never
+	// lands in the deleted stream.
+	ctx.RequestWithCustomSender(r.shards, &stopShards{scope: msg.Scope, def: d}, ctx.Sender())
 	if d.Durable && r.cfg.RemoveLogs != nil {
 		r.cfg.RemoveLogs(d)
 	}
-	ctx.Respond(&StreamResult{Def: d})
 }
 
 func sortDefs(defs []Def) {
