@@ -36,6 +36,8 @@ func (l durableLog) Read(from uint64, maxRecords, maxBytes int) (streams.ReadPag
 	return out, err
 }
 
+func (l durableLog) Failed() error { return l.Log.Err() }
+
 func (l durableLog) Committed() uint64 {
 	if l.onCommit {
 		return l.Log.Synced()
