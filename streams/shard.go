@@ -169,7 +169,7 @@ type shard struct {
 	root      *actor.RootContext
 	self      *actor.PID
 	started   bool
-	stopping  bool // asked itself to stop: its log failed
+	stopping  bool             // asked itself to stop: its log failed
 	log       Log              // nil until open succeeded
 	waiter    *syncWaiter      // on_commit only
 	retention *retentionTicker // durable only
