@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/getfelix/felix-go/persistence"
@@ -69,12 +70,48 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 	if def.RetentionBytes > 0 || def.RetentionAge > 0 {
 		cfg.RetentionBytes, cfg.RetentionAge = def.RetentionBytes, def.RetentionAge
 	}
-	log, err := persistence.Open(b.logDir(def, shard), cfg)
+	log, err := persistence.Open(b.logDir(def, shard), cfg, persistence.WithFileCache(b.logFileCache()))
 	if err != nil {
 		return nil, false, err
 	}
 	onCommit := policy == persistence.FsyncOnCommit
 	return durableLog{Log: log, onCommit: onCommit}, onCommit, nil
+}
+
+// fdReserve is the share of the process's descriptor limit the durable
+// logs never take, whatever durable_max_open_files says: it stays for
+// everything else that needs descriptors (the admin endpoint's HTTP
+// connections, metadata.db, directory fsyncs, opening a log to recover it,
+// the QUIC socket, the runtime). A quarter of the limit, and at least
+// minFDReserve.
+const (
+	fdReserveShare = 4
+	minFDReserve   = 256
+)
+
+// logFileCache returns the cache every durable log opens its files
+// through: durable_max_open_files, capped at the process's descriptor
+// limit minus the reserve (issue 11: with 4 descriptors per shard for ever,
+// one client exhausted the limit and /live stopped answering).
+func (b *Broker) logFileCache() *persistence.FileCache {
+	b.logFiles.once.Do(func() {
+		bound := b.cfg.DurableMaxOpenFiles
+		if limit, ok := openFileLimit(); ok {
+			if capped := limit - max(limit/fdReserveShare, minFDReserve); capped < bound {
+				b.log.Warn().Int("durable_max_open_files", bound).Int("limit", limit).Int("capped_to", capped).
+					Msg("durable_max_open_files leaves no reserve under the process's open-file limit; capped")
+				bound = capped
+			}
+		}
+		b.logFiles.cache = persistence.NewFileCache(bound)
+	})
+	return b.logFiles.cache
+}
+
+// durableFiles is the broker's file cache, made on first use.
+type durableFiles struct {
+	once  sync.Once
+	cache *persistence.FileCache
 }
 
 // removeLogs deletes a deleted durable stream's data. The directory is

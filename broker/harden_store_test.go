@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +173,54 @@ func TestDeleteDurableStreamUnderPublishes(t *testing.T) {
 	}
 	if info, err := admin.StreamInfo(ctx, st); !errorCode(err, wire.CodeNotFound) {
 		t.Fatalf("stream info after the delete: %+v, %v; want not_found (no implicit stream)", info, err)
+	}
+}
+
+// TestDurableOpenFilesBounded: issue 11. Every open durable shard kept 4
+// descriptors (segment, two indexes, mark) for ever; one client reached
+// 20000/20000 in 11 s, and new shards then failed with "too many open
+// files". Now the logs share durable_max_open_files: with more durable
+// shards open than the bound, the process holds at most the bound (plus a
+// margin for what the test itself opens) more than before, and every stream
+// is still readable, its files reopened on demand.
+func TestDurableOpenFilesBounded(t *testing.T) {
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd:", err)
+		}
+		return len(entries)
+	}
+	cfg := brokertest.Config(t)
+	cfg.DurableMaxOpenFiles = 64
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	before := fds()
+
+	const streams = 150 // 600 descriptors unbounded
+	const margin = 24
+	for i := range streams {
+		st := client.Stream{Name: fmt.Sprintf("d%d", i)}
+		if _, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 1, Durable: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PublishResult(ctx, st, [][]byte{[]byte(st.Name)}, client.PublishOptions{Ack: wire.AckPerBatch}); err != nil {
+			t.Fatalf("publish to %s: %v", st.Name, err)
+		}
+	}
+	if n := fds() - before; n > cfg.DurableMaxOpenFiles+margin {
+		t.Fatalf("%d durable shards hold %d more descriptors; want at most durable_max_open_files %d + %d", streams, n, cfg.DurableMaxOpenFiles, margin)
+	}
+	for i := range streams {
+		st := client.Stream{Name: fmt.Sprintf("d%d", i)}
+		p, err := c.Read(ctx, st, 0, client.ReadOptions{})
+		if err != nil || len(p.Records) != 1 || string(p.Records[0].Payload) != st.Name {
+			t.Fatalf("read %s: %+v, %v; want its one record", st.Name, p, err)
+		}
+	}
+	if n := fds() - before; n > cfg.DurableMaxOpenFiles+margin {
+		t.Fatalf("after reading every stream: %d more descriptors; want at most %d + %d", n, cfg.DurableMaxOpenFiles, margin)
 	}
 }

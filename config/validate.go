@@ -120,6 +120,8 @@ func (c Config) Validate() error {
 	}
 	atLeast("durable_segment_bytes", c.DurableSegmentBytes, 64<<10)
 	atMost("durable_segment_bytes", c.DurableSegmentBytes, 1<<30, "1 GiB: index positions are 32 bits")
+	// A log appending touches its segment, two indexes and its mark at once.
+	atLeast("durable_max_open_files", int64(c.DurableMaxOpenFiles), 16)
 	atLeast("durable_retention_bytes", c.DurableRetentionBytes, 0)
 	notNegative("durable_retention_age_ms", c.DurableRetentionAge)
 	if c.DurableRetentionInterval <= 0 {
