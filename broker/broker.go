@@ -95,6 +95,9 @@ type Broker struct {
 	stopWatching func()
 	nextSubID    atomic.Uint64
 	stopped      atomic.Bool
+
+	// logFiles bounds the durable logs' open files together (durable.go).
+	logFiles durableFiles
 }
 
 // New checks cfg and builds a broker; Start makes it serve.

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/getfelix/felix-go/persistence"
 	"github.com/getfelix/felix-go/streams"
+	"github.com/getfelix/felix-go/wire"
 )
 
 // durableLog adapts persistence.Log to what a durable shard needs.
@@ -34,6 +36,8 @@ func (l durableLog) Read(from uint64, maxRecords, maxBytes int) (streams.ReadPag
 	}
 	return out, err
 }
+
+func (l durableLog) Failed() error { return l.Log.Err() }
 
 func (l durableLog) Committed() uint64 {
 	if l.onCommit {
@@ -66,7 +70,7 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 	if def.RetentionBytes > 0 || def.RetentionAge > 0 {
 		cfg.RetentionBytes, cfg.RetentionAge = def.RetentionBytes, def.RetentionAge
 	}
-	log, err := persistence.Open(b.logDir(def, shard), cfg)
+	log, err := persistence.Open(b.logDir(def, shard), cfg, persistence.WithFileCache(b.logFileCache()))
 	if err != nil {
 		return nil, false, err
 	}
@@ -74,12 +78,48 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 	return durableLog{Log: log, onCommit: onCommit}, onCommit, nil
 }
 
+// fdReserve is the share of the process's descriptor limit the durable
+// logs never take, whatever durable_max_open_files says: it stays for
+// everything else that needs descriptors (the admin endpoint's HTTP
+// connections, metadata.db, directory fsyncs, opening a log to recover it,
+// the QUIC socket, the runtime). A quarter of the limit, and at least
+// minFDReserve.
+const (
+	fdReserveShare = 4
+	minFDReserve   = 256
+)
+
+// logFileCache returns the cache every durable log opens its files
+// through: durable_max_open_files, capped at the process's descriptor
+// limit minus the reserve (issue 11: with 4 descriptors per shard for ever,
+// one client exhausted the limit and /live stopped answering).
+func (b *Broker) logFileCache() *persistence.FileCache {
+	b.logFiles.once.Do(func() {
+		bound := b.cfg.DurableMaxOpenFiles
+		if limit, ok := openFileLimit(); ok {
+			if capped := limit - max(limit/fdReserveShare, minFDReserve); capped < bound {
+				b.log.Warn().Int("durable_max_open_files", bound).Int("limit", limit).Int("capped_to", capped).
+					Msg("durable_max_open_files leaves no reserve under the process's open-file limit; capped")
+				bound = capped
+			}
+		}
+		b.logFiles.cache = persistence.NewFileCache(bound)
+	})
+	return b.logFiles.cache
+}
+
+// durableFiles is the broker's file cache, made on first use.
+type durableFiles struct {
+	once  sync.Once
+	cache *persistence.FileCache
+}
+
 // removeLogs deletes a deleted durable stream's data. The directory is
 // renamed first, at once, so a stream created again with the same name
 // starts empty even while the old shards are still closing their files.
 func (b *Broker) removeLogs(def streams.Def) {
 	dir := filepath.Join(b.cfg.DataDir, "streams", def.Scope.Tenant, def.Scope.Namespace, def.Scope.Stream)
-	trash := fmt.Sprintf("%s.deleted-%d", dir, time.Now().UnixNano())
+	trash := fmt.Sprintf("%s%s%d", dir, wire.TrashSuffix, time.Now().UnixNano()) // no stream name ends like it (wire.ValidateName)
 	if err := os.Rename(dir, trash); err != nil {
 		if !os.IsNotExist(err) {
 			b.log.Warn().Err(err).Str("dir", dir).Msg("delete durable stream data")

@@ -234,13 +234,51 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 	if dl, ok := ctx.Deadline(); ok {
 		wait = max(0, min(wait, time.Until(dl)))
 	}
+	// gone refreshes a defined stream's cached definition after its shard
+	// stopped or vanished, without creating the stream: a durable or
+	// explicitly created stream that was deleted stays deleted for this
+	// connection (the stale definition stays cached, so every later
+	// publish asks again) instead of coming back as an implicit in-memory
+	// stream (issue 11: 13 120 publishes were acknowledged after the
+	// delete, persisted nowhere). It returns nil when the stream exists
+	// (again) as the same kind.
+	gone := func(old streams.Def) error {
+		res, err := streams.Request[*streams.StreamResult](c.b.system.Root, c.b.registry, &streams.GetStream{Scope: p.Scope}, c.b.wait(ctx))
+		switch {
+		case err != nil:
+			return err
+		case res.Err != nil && !errors.Is(res.Err, wire.ErrNotFound):
+			return res.Err
+		case res.Err != nil:
+			return wire.NewError(wire.CodeNotFound, "stream %s was deleted; publishes to it fail until it is created again", p.Scope)
+		case old.Durable && !res.Def.Durable:
+			return wire.NewError(wire.CodeNotFound, "durable stream %s was deleted; the stream of that name now is in memory, and this connection does not publish to it in the durable one's place (reconnect to use it)", p.Scope)
+		}
+		c.mu.Lock()
+		c.mu.defs[p.Scope] = res.Def
+		c.mu.Unlock()
+		return nil
+	}
 	for attempt := 0; ; attempt++ {
 		def, err := c.stream(ctx, p.Scope)
 		if err != nil {
 			return err
 		}
 		ref, err := c.shard(ctx, p.Scope, def.Routing.ShardFor(p.Key, def.Shards))
+		if err == nil && def.Durable && !ref.Durable {
+			err = wire.NewError(wire.CodeNotFound, "stream %s was deleted and is now in memory", p.Scope)
+		}
 		if err != nil {
+			// The cached definition may be stale: deleted, or made again
+			// with other settings. An implicit one is simply made again.
+			if errors.Is(err, wire.ErrNotFound) && attempt == 0 {
+				if def.Implicit {
+					c.forgetStream(p.Scope)
+				} else if err := gone(def); err != nil {
+					return err
+				}
+				continue
+			}
 			return err
 		}
 		switch ref.Mailbox.TryPost(shardPublish(p, done), wait) {
@@ -248,9 +286,16 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 			return nil
 		case actors.Closed:
 			if attempt == 0 {
-				// The shard stopped (or its stream was deleted): look again;
-				// the registry makes a new one.
-				c.forgetStream(p.Scope)
+				// The shard stopped, or its stream was deleted: look
+				// again. The registry makes a new shard for a stream that
+				// is still defined; an implicit stream (one nobody
+				// created, in memory by definition) is made again, as a
+				// first publish makes it.
+				if def.Implicit {
+					c.forgetStream(p.Scope)
+				} else if err := gone(def); err != nil {
+					return err
+				}
 				continue
 			}
 			if _, err := ref.Log(ctx); ref.Durable && err != nil {

@@ -143,6 +143,10 @@ type Config struct {
 	// stream's own retention, when set, replaces them.
 	DurableRetentionBytes int64         `yaml:"durable_retention_bytes" help:"bytes each durable shard keeps, in whole segments; 0 keeps everything; a stream's own retention replaces it"`
 	DurableRetentionAge   time.Duration `yaml:"durable_retention_age_ms" help:"age past which a durable shard's segments are deleted; 0 keeps everything; a stream's own retention replaces it"`
+	// DurableMaxOpenFiles bounds the file descriptors every durable log
+	// together keeps open (4096): idle segment, index and mark files are
+	// closed least recently used first and reopened on demand.
+	DurableMaxOpenFiles int `yaml:"durable_max_open_files" help:"file descriptors all durable logs together keep open; idle segment, index and mark files are closed (least recently used first) and reopened when read or written; also capped at the process's limit minus a reserve"`
 	// DurableRetentionInterval is how often each durable shard enforces
 	// retention (10 s).
 	DurableRetentionInterval time.Duration `yaml:"durable_retention_interval_ms" help:"how often each durable shard applies retention"`

@@ -490,3 +490,32 @@ func TestRingTotalDefaultsToAShareOfMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOverflowingKnobsRefused: a bare integer times its unit that does not
+// fit in a time.Duration, or a byte size past int64, is refused naming the
+// knob and the range, never wrapped (issue 11: 18446744073710 ms of
+// retention wrapped to 0.45 ms and deleted the stream's records). The same
+// holds for every source: file, environment and flags share knob.set.
+func TestOverflowingKnobsRefused(t *testing.T) {
+	tests := []struct {
+		key, give string
+		wants     []string
+	}{
+		{"durable_retention_age_ms", "18446744073710", []string{"at most 9223372036854 milliseconds", "0 keeps everything"}},
+		{"durable_retention_age_ms", "9223372036854775807", []string{"at most 9223372036854 milliseconds"}},
+		{"durable_sync_interval_ms", "9223372036855", []string{"at most 9223372036854 milliseconds"}},
+		{"event_batch_max_delay_us", "9223372036854776", []string{"at most 9223372036854775 microseconds"}},
+		{"durable_retention_bytes", "10000000TB", []string{"at most 9223372036854775807 bytes", "0 keeps everything"}},
+		{"max_frame_bytes", "8GiB", []string{"at most 4294967295"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key+"="+tt.give, func(t *testing.T) {
+			c := Default()
+			err := LoadFile(writeFile(t, tt.key+": "+tt.give+"\n"), &c)
+			if err == nil {
+				err = c.Validate()
+			}
+			wantErrContains(t, err, append([]string{tt.key}, tt.wants...)...)
+		})
+	}
+}

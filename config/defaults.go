@@ -38,6 +38,9 @@ func Default() Config {
 		DurableFsync:        "periodic",             // reference §5.3 (default policy)
 		DurableSyncInterval: 250 * time.Millisecond, // reference §5.3 FELIX_DURABLE_FSYNC_INTERVAL_MS
 		DurableSegmentBytes: 256 * mib,              // reference §5.3 FELIX_DURABLE_SEGMENT_BYTES
+		// Ours (issue 11): each durable shard held 4 descriptors for ever; a
+		// quarter of a common 16384 limit leaves the rest to everything else.
+		DurableMaxOpenFiles: 4096,
 		// Ours: whole segments go at once, so a check every 10 s is plenty.
 		DurableRetentionInterval: 10 * time.Second,
 		LogLevel:                 "info",

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -83,7 +84,7 @@ func (k knob) set(c *Config, s string) error {
 	case k.unit != 0:
 		d, err := parseDuration(s, k.unit)
 		if err != nil {
-			return err
+			return k.rangeHint(err)
 		}
 		v.SetInt(int64(d))
 	case v.Kind() == reflect.String:
@@ -103,15 +104,30 @@ func (k knob) set(c *Config, s string) error {
 			// ParseInt's errors are *NumError; keep only the cause, as s is named here.
 			err = fmt.Errorf("bad integer %q: %w", s, err.(*strconv.NumError).Err)
 		}
-		if err == nil && v.OverflowInt(n) {
-			err = fmt.Errorf("%q: %w", s, strconv.ErrRange)
+		if !k.bytes && errors.Is(err, strconv.ErrRange) || err == nil && v.OverflowInt(n) {
+			err = fmt.Errorf("%q is out of range: at most %d: %w", s, int64(1)<<(v.Type().Bits()-1)-1, strconv.ErrRange)
 		}
 		if err != nil {
-			return err
+			return k.rangeHint(err)
 		}
 		v.SetInt(n)
 	}
 	return nil
+}
+
+// rangeHint adds what 0 means to a range error, from the knob's help tag
+// ("0 keeps everything"): someone who wrote 584 years of retention meant
+// "for ever", and that is 0, not a larger number (issue 11).
+func (k knob) rangeHint(err error) error {
+	if !errors.Is(err, strconv.ErrRange) {
+		return err
+	}
+	for clause := range strings.SplitSeq(k.help, "; ") {
+		if strings.HasPrefix(clause, "0 ") {
+			return fmt.Errorf("%w (%s)", err, clause)
+		}
+	}
+	return err
 }
 
 // format is set's inverse: integers in the key's unit, so printed output can
@@ -136,11 +152,19 @@ func (k knob) format(c *Config) (value, tag string) {
 // parseDuration reads an integer count of unit, or a Go duration such as "250us".
 func parseDuration(s string, unit time.Duration) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if n > math.MaxInt64/int64(unit) || n < math.MinInt64/int64(unit) {
-			return 0, fmt.Errorf("%s: %w", s, strconv.ErrRange)
-		}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err == nil && (n > math.MaxInt64/int64(unit) || n < math.MinInt64/int64(unit)) {
+		err = strconv.ErrRange
+	}
+	var numErr *strconv.NumError
+	switch {
+	case err == nil:
 		return time.Duration(n) * unit, nil
+	case errors.Is(err, strconv.ErrRange) || errors.As(err, &numErr) && numErr.Err == strconv.ErrRange:
+		// The multiplication would wrap: 18446744073710 ms once became
+		// 0.45 ms of retention (issue 11).
+		return 0, fmt.Errorf("%s is out of range: at most %d %s (about 292 years, the longest duration): %w",
+			s, math.MaxInt64/int64(unit), unitName[unit], strconv.ErrRange)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -181,7 +205,7 @@ func parseBytes(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s[:end], 10, 64)
 	if err != nil || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("byte size %q: %w", s, strconv.ErrRange)
+		return 0, fmt.Errorf("byte size %q is out of range: at most %d bytes (8 EiB): %w", s, int64(math.MaxInt64), strconv.ErrRange)
 	}
 	return n * mult, nil
 }

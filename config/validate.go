@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -38,6 +39,11 @@ func (c Config) Validate() error {
 			bad(key, "must be at least %d, got %d", lo, v)
 		}
 	}
+	atMost := func(key string, v, hi int64, why string) {
+		if v > hi {
+			bad(key, "must be at most %d (%s), got %d", hi, why, v)
+		}
+	}
 	notNegative := func(key string, d time.Duration) {
 		if d < 0 {
 			bad(key, "must not be negative, got %s", d)
@@ -56,6 +62,7 @@ func (c Config) Validate() error {
 
 	atLeast("max_frame_bytes", int64(c.MaxFrameBytes), minFrameBytes)
 	atLeast("pre_auth_max_frame_bytes", int64(c.PreAuthMaxFrameBytes), minFrameBytes)
+	atMost("max_frame_bytes", int64(c.MaxFrameBytes), math.MaxUint32, "a frame's length is 32 bits on the wire")
 	if c.PreAuthMaxFrameBytes > c.MaxFrameBytes {
 		bad("pre_auth_max_frame_bytes", "%d is larger than max_frame_bytes %d", c.PreAuthMaxFrameBytes, c.MaxFrameBytes)
 	}
@@ -121,9 +128,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("config: durable_sync_interval_ms must be positive, got %s", c.DurableSyncInterval))
 	}
 	atLeast("durable_segment_bytes", c.DurableSegmentBytes, 64<<10)
-	if c.DurableSegmentBytes > 1<<30 {
-		errs = append(errs, fmt.Errorf("config: durable_segment_bytes %d is over 1 GiB", c.DurableSegmentBytes))
-	}
+	atMost("durable_segment_bytes", c.DurableSegmentBytes, 1<<30, "1 GiB: index positions are 32 bits")
+	// A log appending touches its segment, two indexes and its mark at once.
+	atLeast("durable_max_open_files", int64(c.DurableMaxOpenFiles), 16)
 	atLeast("durable_retention_bytes", c.DurableRetentionBytes, 0)
 	notNegative("durable_retention_age_ms", c.DurableRetentionAge)
 	if c.DurableRetentionInterval <= 0 {

@@ -36,7 +36,8 @@ type File interface {
 type Option func(*options)
 
 type options struct {
-	fs FS
+	fs    FS
+	cache *FileCache
 }
 
 // WithFS makes the log use fsys instead of the operating system's files.

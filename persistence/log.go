@@ -365,6 +365,17 @@ func (l *Log) Close() error {
 	err := l.mu.err
 	l.failWaitersLocked(ErrClosed)
 	var last []*segment
+	// On a poisoned log the final pass did nothing, and the segments it
+	// would have synced still hold the syncer's references: without
+	// dropping them their files stayed open for ever, and a deleted
+	// stream's disk space came back only with a restart (issue 11).
+	for _, s := range l.mu.dirty {
+		s.dirty = false
+		if l.releaseLocked(s) {
+			last = append(last, s)
+		}
+	}
+	l.mu.dirty = nil
 	for _, s := range l.mu.segments {
 		if l.releaseLocked(s) {
 			last = append(last, s)

@@ -22,6 +22,9 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.cache != nil {
+		o.fs = cachingFS{FS: o.fs, c: o.cache}
+	}
 	l := &Log{
 		dir:        dir,
 		cfg:        cfg,

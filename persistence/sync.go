@@ -47,6 +47,15 @@ func (l *Log) Sync() error {
 	return <-l.WaitDurable(l.NextOffset())
 }
 
+// Err returns the error that poisoned the log (it matches ErrPoisoned), or
+// nil. A poisoned log takes no more appends: Close it and Open the
+// directory again.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.err
+}
+
 // kick asks the syncer for a pass. A pass already asked for covers this
 // request too, which is what groups commits.
 func (l *Log) kick() {

@@ -299,3 +299,40 @@ func TestPowerLossKeepsAcked(t *testing.T) {
 		})
 	}
 }
+
+// TestPoisonedLogCloseReleasesFiles: issue 11. Closing a log poisoned by a
+// full disk left its written-but-unsynced segments open (the syncer's
+// references were never dropped), so deleting the stream did not free the
+// disk until the broker restarted. Whatever poisoned it, Close closes every
+// file.
+func TestPoisonedLogCloseReleasesFiles(t *testing.T) {
+	for _, how := range []string{"write", "fsync"} {
+		t.Run(how, func(t *testing.T) {
+			fsys := newFaultFS()
+			l := mustOpen(t, t.TempDir(), smallConfig(), WithFS(fsys))
+			next := appendBatches(t, l, 30, 3) // several segments, the last ones unsynced
+			fsys.mu.Lock()
+			if how == "write" {
+				fsys.mu.failWrite, fsys.mu.writeQuota = syscall.ENOSPC, 0
+			} else {
+				fsys.mu.failSync = syscall.ENOSPC
+			}
+			fsys.mu.Unlock()
+			if how == "write" {
+				if _, err := l.Append(next, batchOf(next, 1), t0); !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("Append on a full disk: %v", err)
+				}
+			} else if err := l.Sync(); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("Sync on a full disk: %v", err)
+			}
+			if err := l.Close(); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("Close of a poisoned log: %v, want the poison", err)
+			}
+			fsys.mu.Lock()
+			defer fsys.mu.Unlock()
+			for f := range fsys.mu.open {
+				t.Errorf("%s still open after Close", f.path)
+			}
+		})
+	}
+}

@@ -110,6 +110,13 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 			"stream %s is already in use as an implicit one-shard stream; create streams before first use, or delete it first", d.Scope)})
 		return
 	}
+	if d.RetentionBytes < 0 || d.RetentionAge < 0 {
+		// Every front end converts its own units; a negative value here is
+		// one that wrapped (issue 11), and 0, not a huge number, is for ever.
+		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest,
+			"retention must not be negative (retention_bytes %d, retention_age %s); 0 keeps everything", d.RetentionBytes, d.RetentionAge)})
+		return
+	}
 	if d.Durable && r.cfg.OpenLog == nil {
 		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest, "this broker has no durable storage")})
 		return
@@ -216,11 +223,13 @@ func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 		}
 	}
 	r.remove(msg.Scope)
-	ctx.Send(r.shards, &stopShards{scope: msg.Scope})
+	// The supervisor answers the requester once the shards refuse new
+	// publishes, so a publish that starts after the delete returned never
+	// lands in the deleted stream.
+	ctx.RequestWithCustomSender(r.shards, &stopShards{scope: msg.Scope, def: d}, ctx.Sender())
 	if d.Durable && r.cfg.RemoveLogs != nil {
 		r.cfg.RemoveLogs(d)
 	}
-	ctx.Respond(&StreamResult{Def: d})
 }
 
 func sortDefs(defs []Def) {

@@ -28,6 +28,12 @@ type Log interface {
 	// Committed is the end of what readers may see: under on_commit what
 	// is on the device, otherwise what is written.
 	Committed() uint64
+	// Failed is the error after which the log takes no more appends
+	// (persistence's poisoning: a failed write or fsync), or nil. The shard
+	// then answers storage and stops, closing the log; the next request
+	// makes a new shard, which opens the log again and recovers from what
+	// is on the device, so freeing disk space is enough (issue 11).
+	Failed() error
 	Close() error
 }
 

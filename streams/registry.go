@@ -17,8 +17,13 @@ import (
 // to the shard supervisor, which answers the requester. It has no children,
 // so a panic in it (a restart) ends no subscription. Anyone may message it.
 
-// GetShard asks the registry for a shard, creating an in-memory stream on
-// first use. The shard supervisor responds with *ShardRef.
+// GetShard asks the registry for a shard of a defined stream. The shard
+// supervisor responds with *ShardRef; a stream without a definition is
+// not_found. It never creates one: callers resolve the definition first
+// (GetStream, which makes an implicit stream on first use when asked), so a
+// stream deleted between the two requests is reported gone, never re-made
+// here as another kind (issue 11: a deleted durable stream came back in
+// memory under publishes).
 type GetShard struct {
 	actors.ControlMessage
 	Scope wire.Scope
@@ -99,7 +104,7 @@ func (r *registry) Receive(ctx actor.Context) {
 // original requester as sender, so the supervisor answers it directly and
 // the registry never waits.
 func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
-	def, err := r.def(msg.Scope, true)
+	def, err := r.def(msg.Scope, false)
 	if err != nil {
 		ctx.Respond(&ShardRef{Err: err})
 		return

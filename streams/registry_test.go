@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -58,5 +59,31 @@ func TestRegistryPanicKeepsShardsAndDefinitions(t *testing.T) {
 	}
 	if _, err := Lookup(sys.Root, reg, testScope, 2, eventTimeout); !errors.Is(err, wire.ErrNotFound) {
 		t.Fatalf("shard 2 of a 2-shard stream: %v; want not_found", err)
+	}
+}
+
+// TestRegistryRefusesNegativeRetention: whatever front end made the
+// definition, a negative retention (a conversion that wrapped, issue 11) is
+// refused, not stored as "delete at once" or "keep for ever".
+func TestRegistryRefusesNegativeRetention(t *testing.T) {
+	sys := newSystem(t)
+	rc := RegistryConfig{PubQueueDepth: 8, Log: zerolog.Nop(), Root: sys.Root, OpenLog: func(Def, uint32) (Log, bool, error) { return nil, false, errors.New("unused") }}
+	shards := spawnSupervisor(t, sys, rc)
+	reg, err := sys.Root.SpawnNamed(RegistryProps(rc, shards, nil), "registry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sys.Root.StopFuture(reg).Wait() })
+	for _, d := range []Def{
+		{Scope: testScope, Shards: 1, Durable: true, RetentionAge: -time.Millisecond},
+		{Scope: testScope, Shards: 1, Durable: true, RetentionBytes: -1},
+	} {
+		res, err := Request[*StreamResult](sys.Root, reg, &CreateStream{Def: d}, eventTimeout)
+		if err != nil || !errors.Is(res.Err, wire.ErrInvalidRequest) {
+			t.Fatalf("create %+v: %+v, %v; want invalid_request", d, res, err)
+		}
+	}
+	if res, _ := Request[*StreamResult](sys.Root, reg, &GetStream{Scope: testScope}, eventTimeout); !errors.Is(res.Err, wire.ErrNotFound) {
+		t.Fatalf("after the refused creates: %+v; want not_found", res)
 	}
 }

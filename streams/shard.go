@@ -167,7 +167,9 @@ type shard struct {
 	open      func() (log Log, onCommit bool, err error)
 	waitDepth int
 	root      *actor.RootContext
+	self      *actor.PID
 	started   bool
+	stopping  bool             // asked itself to stop: its log failed
 	log       Log              // nil until open succeeded
 	waiter    *syncWaiter      // on_commit only
 	retention *retentionTicker // durable only
@@ -226,6 +228,7 @@ func (s *shard) handleStarted(ctx actor.Context) {
 		return
 	}
 	s.started = true
+	s.self = ctx.Self()
 	if s.open == nil {
 		return
 	}
@@ -259,6 +262,7 @@ func (s *shard) handlePublish(p *Publish) {
 	s.at(stepAppend)
 	if err := s.append(env); err != nil {
 		s.ledger.answer(pe, PublishResult{Err: err})
+		s.stopIfLogFailed()
 		return
 	}
 	if s.waiter != nil {
@@ -276,9 +280,27 @@ func (s *shard) handleDurable(msg *durableDone) {
 	s.at(stepDurable)
 	if msg.err != nil {
 		s.ledger.answer(msg.pe, PublishResult{Err: wire.WrapError(wire.CodeStorage, msg.err, "sync %s", s.scope)})
+		s.stopIfLogFailed()
 		return
 	}
 	s.deliver(msg.pe, msg.env)
+}
+
+// stopIfLogFailed stops the shard once its log takes no more appends
+// (Log.Failed: a write or fsync failed, a full disk most often). Keeping it
+// would fail every publish until a restart (issue 11); stopped, it closes
+// the log (handleStopped), its subscriptions end (their feeders watch it),
+// and the next request makes a new shard that opens the log again, which
+// truncates what the failure left and works once the disk has room.
+func (s *shard) stopIfLogFailed() {
+	if s.log == nil || s.stopping {
+		return
+	}
+	if err := s.log.Failed(); err != nil {
+		s.stopping = true
+		s.logger.Warn().Err(err).Msg("durable log failed; shard stops, the next request reopens the log")
+		s.root.Stop(s.self)
+	}
 }
 
 func (s *shard) handleAddSubscriber(ctx actor.Context, msg *AddSubscriber) {

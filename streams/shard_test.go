@@ -49,6 +49,8 @@ type fakeLog struct {
 	records [][]byte
 	waits   map[uint64]chan error
 	closed  bool
+	fail    error // every Append fails with it
+	poison  error // what Failed reports
 }
 
 func newFakeLog(next uint64) *fakeLog {
@@ -58,6 +60,9 @@ func newFakeLog(next uint64) *fakeLog {
 func (l *fakeLog) Append(base uint64, records [][]byte, _ time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.fail != nil {
+		return l.fail
+	}
 	if base != l.next {
 		return errors.New("fake: append not at the end")
 	}
@@ -92,6 +97,7 @@ func (l *fakeLog) EnforceRetention(time.Time) error        { return nil }
 func (l *fakeLog) Read(uint64, int, int) (ReadPage, error) { return ReadPage{}, nil }
 func (l *fakeLog) StartOffset() uint64                     { return 0 }
 func (l *fakeLog) Committed() uint64                       { return l.NextOffset() }
+func (l *fakeLog) Failed() error                           { l.mu.Lock(); defer l.mu.Unlock(); return l.poison }
 func (l *fakeLog) Close() error                            { l.mu.Lock(); l.closed = true; l.mu.Unlock(); return nil }
 func (l *fakeLog) appended() int                           { l.mu.Lock(); defer l.mu.Unlock(); return len(l.records) }
 func (l *fakeLog) isClosed() bool                          { l.mu.Lock(); defer l.mu.Unlock(); return l.closed }
@@ -442,5 +448,73 @@ func TestLogThatWillNotOpenFailsQueuedPublishesWithStorage(t *testing.T) {
 			t.Fatal("the shard whose log did not open is still running")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestShardStopsOnAFailedLog: issue 11. A log poisoned by a full disk
+// stayed the shard's for ever: every publish failed storage until the
+// broker restarted, even after the disk had room again. Now the shard
+// answers storage and stops, closing the log, and the next request makes a
+// new shard, which opens (recovers) the log again; a failure that is not
+// the log's (a batch too large) does not stop it.
+func TestShardStopsOnAFailedLog(t *testing.T) {
+	sys := newSystem(t)
+	var opens []*fakeLog
+	var mu sync.Mutex
+	rc := RegistryConfig{PubQueueDepth: 8, Log: zerolog.Nop(), Root: sys.Root, OpenLog: func(Def, uint32) (Log, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		l := newFakeLog(0)
+		opens = append(opens, l)
+		return l, false, nil
+	}}
+	sup := spawnSupervisor(t, sys, rc)
+	spawn := func() *testShard {
+		res, err := sys.Root.RequestFuture(sup, &spawnShard{def: Def{Scope: testScope, Shards: 1, Durable: true}, shard: 0}, eventTimeout).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &testShard{sys: sys, ref: res.(*ShardRef), sup: sup}
+	}
+	ts := spawn()
+	if _, err := ts.ref.Log(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	first := opens[0]
+	mu.Unlock()
+
+	first.mu.Lock()
+	first.fail = errors.New("fake: not a log failure")
+	first.mu.Unlock()
+	if r := answer(t, ts.publish(t, nil, "refused")); !errors.Is(r.Err, &wire.Error{Code: wire.CodeStorage}) {
+		t.Fatalf("publish on a refusing log: %+v, want storage", r)
+	}
+	if ts.ref.Mailbox.IsClosed() {
+		t.Fatal("an append error that is not the log's failure stopped the shard")
+	}
+
+	first.mu.Lock()
+	first.fail = errors.New("fake: no space left on device")
+	first.poison = first.fail
+	first.mu.Unlock()
+	if r := answer(t, ts.publish(t, nil, "disk full")); !errors.Is(r.Err, &wire.Error{Code: wire.CodeStorage}) {
+		t.Fatalf("publish on a failed log: %+v, want storage", r)
+	}
+	deadline := time.Now().Add(eventTimeout)
+	for !ts.ref.Mailbox.IsClosed() || !first.isClosed() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shard kept its failed log (mailbox closed %v, log closed %v)", ts.ref.Mailbox.IsClosed(), first.isClosed())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	again := spawn()
+	if r := answer(t, again.publish(t, nil, "after")); r.Err != nil {
+		t.Fatalf("publish to the new shard: %+v", r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(opens) != 2 || opens[1].appended() != 1 {
+		t.Fatalf("log opened %d times; want the new shard to open it again and append there", len(opens))
 	}
 }

@@ -26,10 +26,12 @@ type spawnShard struct {
 	shard uint32
 }
 
-// stopShards stops a deleted stream's shards.
+// stopShards stops a deleted stream's shards; the supervisor responds with
+// *StreamResult{Def: def} once their mailboxes refuse publishes.
 type stopShards struct {
 	actors.ControlMessage
 	scope wire.Scope
+	def   Def
 }
 
 // ShardRef addresses a shard: its PID for actor messages and its mailbox for
@@ -172,12 +174,21 @@ func (s *shardSupervisor) newShard(def Def, n uint32) (*ShardRef, *shard) {
 	return ref, sh
 }
 
+// handleStopShards closes each shard's mailbox at once, then stops it: a
+// stop is asynchronous, and until the shard had processed it its mailbox
+// would still take publishes for a stream that no longer exists. Publishes
+// queued are failed by the mailbox's drop hook (shard_unavailable, not
+// delivered); the one in hand finishes first.
 func (s *shardSupervisor) handleStopShards(ctx actor.Context, msg *stopShards) {
 	for k, ref := range s.shards {
 		if k.scope == msg.scope {
+			ref.Mailbox.Close()
 			ctx.Stop(ref.PID)
 			delete(s.shards, k)
 		}
+	}
+	if ctx.Sender() != nil {
+		ctx.Respond(&StreamResult{Def: msg.def})
 	}
 }
 

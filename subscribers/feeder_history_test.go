@@ -82,6 +82,7 @@ func (l *fakeLog) WaitDurable(uint64) <-chan error          { return nil }
 func (l *fakeLog) NextOffset() uint64                       { return l.Committed() }
 func (l *fakeLog) EnforceRetention(time.Time) error         { return nil }
 func (l *fakeLog) StartOffset() uint64                      { return 0 }
+func (l *fakeLog) Failed() error                            { return nil }
 func (l *fakeLog) Close() error                             { return nil }
 
 func payload(off uint64) []byte { return fmt.Appendf(nil, "r%d", off) }

@@ -31,8 +31,18 @@ func subscribeRequest(m *wire.Subscribe) (*service.Subscribe, error) {
 }
 
 func createStream(ctx context.Context, s service.Session, m *wire.StreamCreate) (wire.Message, error) {
-	if m.RetentionBytes < 0 || m.RetentionAgeMS < 0 {
-		return nil, wire.NewError(wire.CodeInvalidRequest, "retention cannot be negative")
+	// The longest age a time.Duration holds, about 292 years. Past it the
+	// conversion wraps: 18446744073710 ms became 0.45 ms and retention
+	// deleted the stream's records (issue 11). For ever is 0, not a big
+	// number.
+	const maxRetentionAgeMS = int64(^uint64(0)>>1) / int64(time.Millisecond)
+	if m.RetentionAgeMS < 0 || m.RetentionAgeMS > maxRetentionAgeMS {
+		return nil, wire.NewError(wire.CodeInvalidRequest,
+			"retention_age_ms must be 0 to %d (about 292 years); 0 keeps everything; got %d", maxRetentionAgeMS, m.RetentionAgeMS)
+	}
+	if m.RetentionBytes < 0 {
+		return nil, wire.NewError(wire.CodeInvalidRequest,
+			"retention_bytes must be 0 to %d; 0 keeps everything; got %d", int64(^uint64(0)>>1), m.RetentionBytes)
 	}
 	info, err := s.CreateStream(ctx, &service.StreamSpec{
 		Scope: scopeOf(m.Tenant, m.Namespace, m.Stream), Shards: m.Shards, Durable: m.Durable, Routing: m.Routing,

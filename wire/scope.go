@@ -1,7 +1,15 @@
 package wire
 
+import "strings"
+
 // MaxNameLen bounds a tenant, namespace or stream name.
 const MaxNameLen = 128
+
+// TrashSuffix marks the folder a deleted durable stream's data is renamed
+// to before it is removed: <stream>.deleted-<unix nanoseconds>. No name may
+// end like it, or a stream could be created inside another's trash (issue
+// 11), so ValidateName refuses "<anything>.deleted-<digits>".
+const TrashSuffix = ".deleted-"
 
 // Scope names a stream: (tenant, namespace, stream).
 type Scope struct {
@@ -39,5 +47,18 @@ func ValidateName(what, v string) error {
 	if v == "." || v == ".." {
 		return NewError(CodeInvalidRequest, "%s name %q is reserved", what, v)
 	}
+	if isTrashName(v) {
+		return NewError(CodeInvalidRequest, "%s name %q ends like the broker's trash folders (%s<number>, where a deleted durable stream's data goes); choose another name", what, v, TrashSuffix)
+	}
 	return nil
+}
+
+// isTrashName reports whether v ends in TrashSuffix and digits.
+func isTrashName(v string) bool {
+	i := strings.LastIndex(v, TrashSuffix)
+	if i < 0 {
+		return false
+	}
+	digits := v[i+len(TrashSuffix):]
+	return digits != "" && strings.Trim(digits, "0123456789") == ""
 }

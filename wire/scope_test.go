@@ -37,6 +37,13 @@ func TestValidateName(t *testing.T) {
 		{name: "invalid utf-8", give: "a\xffb", wantErr: true},
 		{name: "dot", give: ".", wantErr: true},
 		{name: "dot dot", give: "..", wantErr: true},
+		// Issue 11: the trash folder a deleted durable stream's data is
+		// renamed to before removal (<stream>.deleted-<n>).
+		{name: "trash name", give: "x.deleted-1", wantErr: true},
+		{name: "trash name, long number", give: "orders.deleted-1764582000123456789", wantErr: true},
+		{name: "deleted, no number", give: "x.deleted-"},
+		{name: "deleted, not last", give: "x.deleted-1.v2"},
+		{name: "deleted word", give: "deleted-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
