@@ -387,7 +387,11 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 			RingBytes:         b.cfg.ReplayRingMaxBytes,
 			RingTotal:         actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
 			RetentionInterval: b.cfg.DurableRetentionInterval,
-			BlockMaxWait:      b.cfg.SubscriberBlockMaxWait,
+			IdleTimeout:       b.cfg.StreamIdleTimeout,
+			OnIdle: func(scope wire.Scope, shard uint32) {
+				b.system.Root.Send(b.registry, &streams.ShardIdle{Scope: scope, Shard: shard})
+			},
+			BlockMaxWait: b.cfg.SubscriberBlockMaxWait,
 			OnBlocked: func(waiting bool) {
 				if waiting {
 					b.metrics.ShardsBlocked.Inc()

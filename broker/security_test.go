@@ -521,3 +521,55 @@ func TestTokenExpiryEndsRights(t *testing.T) {
 		t.Fatalf("subscribe after re-authentication: %T %+v", m, m)
 	}
 }
+
+// TestIdleImplicitStreamIsReclaimed: an implicit in-memory stream nobody
+// uses is reclaimed after stream_idle_timeout_ms: its shard and ring go,
+// and it no longer counts against its tenant's streams.
+func TestIdleImplicitStreamIsReclaimed(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.StreamIdleTimeout = 200 * time.Millisecond
+	cfg.TenantMaxStreams = 1
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Publish(ctx, client.Stream{Name: "first"}, []byte("x"), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, client.Stream{Name: "second"}, []byte("x"), client.PublishOptions{}); !errors.Is(err, wire.ErrLimitExceeded) {
+		t.Fatalf("a second stream with tenant_max_streams 1: %v, want limit_exceeded", err)
+	}
+	// Once "first" was idle for the timeout, its place is free. Polled:
+	// the reclaim happens on the shard's own tick, with no event outside.
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err = c.Publish(ctx, client.Stream{Name: "second"}, []byte("x"), client.PublishOptions{}); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("publish to a second stream after the first was idle for 10 s (timeout 200 ms): %v", err)
+	}
+	list, err := c.ListStreams(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if s.Stream.Name == "first" {
+			t.Fatalf("the idle implicit stream is still listed: %+v", s)
+		}
+	}
+	// A connection that used the reclaimed stream can use the name again
+	// (after the other one is reclaimed in turn: the limit is 1).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err = c.Publish(ctx, client.Stream{Name: "first"}, []byte("x"), client.PublishOptions{}); err == nil {
+			break
+		}
+		if !errors.Is(err, wire.ErrLimitExceeded) {
+			t.Fatalf("publish to a reclaimed implicit stream: %v", err)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}

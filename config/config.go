@@ -154,6 +154,10 @@ type Config struct {
 	// ReplayRingRecords and ReplayRingMaxBytes bound each shard's ring (1024, 64 MiB).
 	ReplayRingRecords  int   `yaml:"replay_ring_records" help:"records each shard keeps in its replay ring (what --from earliest replays on an in-memory stream)"`
 	ReplayRingMaxBytes int64 `yaml:"replay_ring_max_bytes" help:"payload bytes in each shard's replay ring, oldest batches evicted first; 0 = no byte bound"`
+	// StreamIdleTimeout stops an in-memory shard with no subscriber and no
+	// publish for this long, freeing its ring; an implicit stream is then
+	// forgotten (10 min; 0 = never).
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout_ms" help:"stop an in-memory stream's shard after this long with no subscriber and no publish, freeing its replay ring (an implicit stream is forgotten); 0 = never"`
 	// ReplayRingMaxBytesTotal bounds every shard's ring together (default:
 	// an eighth of the machine's memory; 0 = off).
 	ReplayRingMaxBytesTotal int64 `yaml:"replay_ring_max_bytes_total" help:"payload bytes in every shard's replay ring together; default an eighth of the machine's memory; 0 = off"`

@@ -91,5 +91,7 @@ func Default() Config {
 		ReplayRingMaxBytes: 64 * mib, // spec: Publish/Subscribe, Isolation and backpressure (replay ring)
 		// The spec has it off; here it is on (issue #11): see defaultRingTotal.
 		ReplayRingMaxBytesTotal: defaultRingTotal(),
+		// Not in the reference: issue #11 (streams made by a publish were never reclaimed).
+		StreamIdleTimeout: 10 * time.Minute,
 	}
 }

@@ -139,6 +139,9 @@ func (c Config) Validate() error {
 	if c.ReplayRingMaxBytesTotal > 0 && c.ReplayRingMaxBytesTotal < c.ReplayRingMaxBytes {
 		errs = append(errs, fmt.Errorf("config: replay_ring_max_bytes_total (%d) is smaller than one ring's replay_ring_max_bytes (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes))
 	}
+	if c.StreamIdleTimeout < 0 {
+		bad("stream_idle_timeout_ms", "must not be negative (0 never reclaims), got %s", c.StreamIdleTimeout)
+	}
 	if c.Auth != "jwt" && c.Auth != "none" {
 		errs = append(errs, fmt.Errorf("config: auth %q is not jwt or none", c.Auth))
 	}

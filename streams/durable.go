@@ -114,6 +114,7 @@ func (s *shard) handleEnforceRetention() {
 // closes, right after this; queued durableDones are already answered here.
 func (s *shard) handleStopped() {
 	s.retention.Stop()
+	s.idle.Stop()
 	s.waiter.Stop()
 	s.ledger.failAll(errStoppedInFlight)
 	s.ref.opened(nil, ErrShardStopped) // if it never opened

@@ -97,6 +97,18 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.handleListStreams(ctx, msg)
 	case *DeleteStream:
 		r.handleDeleteStream(ctx, msg)
+	case *ShardIdle:
+		r.handleShardIdle(msg)
+	}
+}
+
+// handleShardIdle forgets an implicit stream whose shard stopped for being
+// idle: it holds nothing any more, and it no longer counts against its
+// tenant's tenant_max_streams. The next publish or subscribe makes it anew.
+// An explicit stream keeps its definition (a new shard starts on next use).
+func (r *registry) handleShardIdle(msg *ShardIdle) {
+	if d, ok := r.defs[msg.Scope]; ok && d.Implicit {
+		r.remove(msg.Scope)
 	}
 }
 

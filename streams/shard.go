@@ -114,6 +114,12 @@ type ShardConfig struct {
 	// RetentionInterval is how often a durable shard enforces retention
 	// (zero: 10 s).
 	RetentionInterval time.Duration
+	// IdleTimeout stops an in-memory shard that had no subscriber and no
+	// publish for this long (stream_idle_timeout_ms; zero: never).
+	IdleTimeout time.Duration
+	// OnIdle, when set, is told of a shard stopping for being idle, before
+	// it stops; it must not block.
+	OnIdle func(scope wire.Scope, shard uint32)
 	// OnBlocked, when set, is called with true when the shard starts waiting
 	// on a full subscriber (block) and false when it stops, so a shard
 	// parked indefinitely is visible while it is parked.
@@ -173,6 +179,8 @@ type shard struct {
 	log       Log              // nil until open succeeded
 	waiter    *syncWaiter      // on_commit only
 	retention *retentionTicker // durable only
+	idle      *retentionTicker // in-memory only, with an IdleTimeout
+	lastUsed  time.Time        // the last publish or subscriber change (idle check)
 	ledger    ledger
 	subs      []subscriber
 	ring      ring
@@ -205,6 +213,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.handleDurable(msg)
 	case *enforceRetention:
 		s.handleEnforceRetention()
+	case *checkIdle:
+		s.handleCheckIdle(ctx)
 	case *actor.Stopped:
 		s.handleStopped()
 	default:
@@ -230,6 +240,7 @@ func (s *shard) handleStarted(ctx actor.Context) {
 	s.started = true
 	s.self = ctx.Self()
 	if s.open == nil {
+		s.startIdleTicker()
 		return
 	}
 	if err := s.openLog(ctx.Self()); err != nil {
@@ -252,6 +263,7 @@ func (s *shard) handleRestarting() {
 // handlePublish runs a publish through its steps; each step answers the
 // publish itself when it ends it early.
 func (s *shard) handlePublish(p *Publish) {
+	s.used()
 	pe := s.ledger.accept(p)
 	s.at(stepCheck)
 	if err := s.check(p); err != nil {
@@ -304,6 +316,7 @@ func (s *shard) stopIfLogFailed() {
 }
 
 func (s *shard) handleAddSubscriber(ctx actor.Context, msg *AddSubscriber) {
+	s.used()
 	s.subs = append(s.subs, subscriber{id: msg.ID, feeder: msg.Feeder})
 	added := &SubscriberAdded{ID: msg.ID, Live: s.delivered}
 	if s.log != nil {
@@ -321,6 +334,7 @@ func (s *shard) handleRemoveSubscriber(msg *RemoveSubscriber) {
 
 // removeSubscriber forgets subscriber id, if the shard has it.
 func (s *shard) removeSubscriber(id uint64) {
+	s.used()
 	for i, sub := range s.subs {
 		if sub.id == id {
 			s.subs = slices.Delete(s.subs, i, i+1)
