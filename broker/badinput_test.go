@@ -765,3 +765,22 @@ func TestOversizePublish(t *testing.T) {
 	}
 	expectNext(t, ctx, "subscriber", sub, "after")
 }
+
+// TestSubscribeBogusStart: an unknown start is refused for what it is, on
+// any stream; on an in-memory stream it used to get an error about offsets
+// needing a durable stream.
+func TestSubscribeBogusStart(t *testing.T) {
+	cfg := brokertest.Config(t)
+	b := brokertest.Start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc := brokertest.DialRaw(t, b, cfg)
+	ctrl, _ := rc.MustHandshake(t, ctx)
+	if err := ctrl.Send(&wire.Subscribe{RequestID: 1, Tenant: "default", Namespace: "default", Stream: "mem", Start: "bogus"}); err != nil {
+		t.Fatal(err)
+	}
+	e := expectErrorMsg(t, ctx, ctrl, 1, wire.CodeInvalidRequest)
+	if !strings.Contains(e.Message, `start "bogus" is not latest, earliest or offset`) {
+		t.Fatalf("start bogus refused with %q, want it to name the start", e.Message)
+	}
+}
