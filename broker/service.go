@@ -310,11 +310,21 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 
 // shardPublish is p as its shard takes it.
 func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams.Publish {
-	sp := &streams.Publish{Payloads: p.Payloads}
+	sp := &streams.Publish{Payloads: p.Payloads, ExpectedOffset: p.ExpectedOffset}
 	if done != nil {
 		sp.Done = func(r streams.PublishResult) {
-			done(service.PublishResult{Offset: r.Base, Durable: r.Durable, Err: r.Err})
+			done(service.PublishResult{Offset: r.Base, Durable: r.Durable, Err: refusal(r.Err)})
 		}
 	}
 	return sp
+}
+
+// refusal turns the shard's refusal of a conditional publish into the
+// service's (the wire's PublishRefused); other errors pass unchanged.
+func refusal(err error) error {
+	var mismatch *streams.OffsetMismatchError
+	if errors.As(err, &mismatch) {
+		return &wire.RefusedError{Reason: wire.ReasonOffsetMismatch, Expected: mismatch.Expected, Tail: mismatch.Tail}
+	}
+	return err
 }

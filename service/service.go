@@ -85,6 +85,11 @@ type Publish struct {
 	// Key picks the shard through the stream's routing; nil is shard 0.
 	Key      []byte
 	Payloads [][]byte
+	// ExpectedOffset, when set, makes the publish conditional (publish_if):
+	// it is written only if it would start at this offset (durable streams
+	// only); otherwise it fails with *wire.RefusedError and nothing is
+	// written.
+	ExpectedOffset *uint64
 }
 
 // Bytes sums the payload sizes.

@@ -407,7 +407,11 @@ func (h *connHandler) handlePublish(r *responder, flags uint16, payload []byte) 
 	}
 	withOffset := h.info.Flags&wire.FlagPublishAckOffset != 0 // else the client did not offer offsets in acks
 	done := func(res service.PublishResult) { pd.resolve(res.Offset, res.Durable && withOffset, res.Err) }
-	if err := h.session.Publish(h.conn.Context(), &service.Publish{Scope: p.Scope, Key: p.Key, Payloads: p.Payloads}, done); err != nil {
+	sp := &service.Publish{Scope: p.Scope, Key: p.Key, Payloads: p.Payloads}
+	if p.Conditional {
+		sp.ExpectedOffset = &p.Expected
+	}
+	if err := h.session.Publish(h.conn.Context(), sp, done); err != nil {
 		pd.complete(err)
 	}
 	return true

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/getfelix/felix-go/wire"
@@ -38,6 +39,13 @@ func (p *pending) resolve(offset uint64, hasOffset bool, err error) {
 func (p *pending) appendTo(b []byte) []byte {
 	if p.b != nil {
 		return append(b, p.b...)
+	}
+	var refused *wire.RefusedError
+	if errors.As(p.err, &refused) {
+		// A conditional publish the broker did not write: its answer is
+		// a PublishRefused message, in the publish's place in order.
+		b, _ = wire.AppendMessage(b, &wire.PublishRefused{RequestID: p.requestID, Reason: refused.Reason, Expected: refused.Expected, Tail: refused.Tail, Message: refused.Message})
+		return b
 	}
 	if p.err != nil {
 		return wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: p.count, Err: wire.AsError(p.err)})

@@ -51,9 +51,13 @@ func ParseAckMode(s string) (AckMode, error) {
 type Publish struct {
 	RequestID uint64
 	Ack       AckMode
-	Key       []byte
-	Scope     Scope
-	Payloads  [][]byte
+	// Conditional publishes (FlagPublishIf) are written only if they would
+	// start at Expected; they are always acked.
+	Conditional bool
+	Expected    uint64
+	Key         []byte
+	Scope       Scope
+	Payloads    [][]byte
 }
 
 // Bytes sums the payload sizes.
@@ -80,6 +84,10 @@ func AppendPublish(b []byte, p *Publish) []byte {
 		flags |= FlagPublishAcked
 		n += 9
 	}
+	if p.Conditional {
+		flags |= FlagPublishIf
+		n += 8
+	}
 	if p.Key != nil {
 		flags |= FlagPublishKeyed
 		n += 2 + len(p.Key)
@@ -89,6 +97,9 @@ func AppendPublish(b []byte, p *Publish) []byte {
 	if p.Ack != AckNone {
 		b = binary.BigEndian.AppendUint64(b, p.RequestID)
 		b = append(b, byte(p.Ack))
+	}
+	if p.Conditional {
+		b = binary.BigEndian.AppendUint64(b, p.Expected)
 	}
 	if p.Key != nil {
 		b = appendBytes16(b, p.Key)
@@ -118,6 +129,12 @@ func DecodePublish(flags uint16, payload []byte) (Publish, error) {
 		if d.err == nil && p.Ack != AckPerMessage && p.Ack != AckPerBatch {
 			return p, fmt.Errorf("%w: ack mode %d", ErrMalformed, p.Ack)
 		}
+	}
+	if flags&FlagPublishIf != 0 {
+		if flags&FlagPublishAcked == 0 {
+			return p, fmt.Errorf("%w: a conditional publish must be acked", ErrMalformed)
+		}
+		p.Conditional, p.Expected = true, d.u64()
 	}
 	if flags&FlagPublishKeyed != 0 {
 		p.Key = d.bytes16()

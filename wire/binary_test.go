@@ -42,6 +42,16 @@ func TestPublishRoundTrip(t *testing.T) {
 			wantFlags: FlagPublishBatch | FlagPublishAcked | FlagPublishKeyed,
 		},
 		{
+			name:      "conditional keyed",
+			give:      Publish{RequestID: 9, Ack: AckPerBatch, Conditional: true, Expected: math.MaxUint64, Key: []byte("k"), Scope: scope, Payloads: [][]byte{[]byte("x")}},
+			wantFlags: FlagPublishBatch | FlagPublishAcked | FlagPublishIf | FlagPublishKeyed,
+		},
+		{
+			name:      "conditional expecting 0",
+			give:      Publish{RequestID: 10, Ack: AckPerMessage, Conditional: true, Scope: scope, Payloads: [][]byte{[]byte("x")}},
+			wantFlags: FlagPublishBatch | FlagPublishAcked | FlagPublishIf,
+		},
+		{
 			name:      "empty key is still keyed",
 			give:      Publish{Key: []byte{}, Scope: scope, Payloads: [][]byte{[]byte("x")}},
 			wantFlags: FlagPublishBatch | FlagPublishKeyed,
@@ -204,6 +214,8 @@ func TestDecodePublishRejects(t *testing.T) {
 		{name: "acked without batch", flags: FlagPublishAcked | FlagPublishKeyed, give: valid.bytes()},
 		{name: "with event batch flag", flags: valid.flags() | FlagEventBatch, give: valid.bytes()},
 		{name: "with ack flag", flags: valid.flags() | FlagPublishAck, give: valid.bytes()},
+		{name: "conditional unacked", flags: FlagPublishBatch | FlagPublishIf, give: append(make([]byte, 8), publishPayload{scope: scope, count: 1, payloads: [][]byte{[]byte("x")}}.bytes()...)},
+		{name: "conditional flag without its offset", flags: valid.flags() | FlagPublishIf, give: valid.bytes()[:9]},
 		{name: "nil payload", flags: FlagPublishBatch, give: nil},
 		{name: "empty payload", flags: valid.flags(), give: []byte{}},
 		{name: "empty batch", flags: FlagPublishBatch, give: publishPayload{scope: scope}.bytes()},

@@ -136,6 +136,35 @@ func (e *CursorError) Error() string {
 	return fmt.Sprintf("cursor %s: offset %d; the nearest usable offset is %d", e.Reason, e.Requested, e.Available)
 }
 
+// ErrOffsetMismatch matches (errors.Is) every RefusedError of a conditional
+// publish whose expected offset was not the stream's next.
+var ErrOffsetMismatch = errors.New("wire: publish refused: offset_mismatch")
+
+// RefusedError is a refused conditional publish; the broker sends it as
+// PublishRefused. Nothing of the batch was written and no offset was used.
+type RefusedError struct {
+	Reason   string // offset_mismatch
+	Expected uint64 // what the publisher expected
+	Tail     uint64 // the offset the batch would have started at
+	Message  string
+}
+
+func (e *RefusedError) Error() string {
+	if e.Message != "" {
+		return "publish refused: " + e.Reason + ": " + e.Message
+	}
+	return fmt.Sprintf("publish refused: %s: expected offset %d, the stream's next is %d", e.Reason, e.Expected, e.Tail)
+}
+
+// Is makes errors.Is(err, ErrOffsetMismatch) match an offset mismatch.
+func (e *RefusedError) Is(target error) bool {
+	return target == ErrOffsetMismatch && e.Reason == ReasonOffsetMismatch
+}
+
+// ReasonOffsetMismatch is RefusedError's reason for an expected offset
+// that was not the stream's next.
+const ReasonOffsetMismatch = "offset_mismatch"
+
 // AsError returns err as a wire error, wrapping anything else as internal.
 func AsError(err error) *Error {
 	var we *Error

@@ -59,11 +59,15 @@ const (
 	// FlagPublishAckOffset: a successful ack ends with the u64 offset of the
 	// request's first record.
 	FlagPublishAckOffset uint16 = 0x1000
+	// FlagPublishIf modifies an acked FlagPublishBatch (publish_if, with
+	// FeaturePublishConditional): a u64 expected offset follows the acked
+	// prefix, and the batch is written only if it would start there.
+	FlagPublishIf uint16 = 0x0200
 
 	// knownFlags is every bit this version understands. Unknown bits are
 	// rejected, never masked, so a newer peer's layout is not misread.
 	knownFlags = FlagPublishBatch | FlagEventBatch | FlagPublishAcked | FlagPublishAck | FlagPublishKeyed |
-		FlagEventBatchOffsets | FlagPublishAckOffset
+		FlagEventBatchOffsets | FlagPublishAckOffset | FlagPublishIf
 )
 
 // Header is a decoded frame header.

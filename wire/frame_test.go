@@ -51,7 +51,7 @@ func TestParseHeader(t *testing.T) {
 		{name: "version 2", give: rawHeader(Magic, 2, 0, 0), maxLen: maxLen, wantErr: ErrBadVersion},
 		{name: "version max", give: rawHeader(Magic, 0xffff, 0, 0), maxLen: maxLen, wantErr: ErrBadVersion},
 		{name: "flag 0x0002", give: AppendHeader(nil, 0x0002, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
-		{name: "flag 0x0200", give: AppendHeader(nil, 0x0200, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
+		{name: "flag 0x0400", give: AppendHeader(nil, 0x0400, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
 		{name: "flag 0x8000", give: AppendHeader(nil, 0x8000, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
 		{name: "known plus unknown", give: AppendHeader(nil, FlagPublishBatch|0x0100, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
 		{name: "all flags", give: AppendHeader(nil, 0xffff, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},

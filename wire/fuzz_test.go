@@ -344,6 +344,7 @@ func fuzzSeeds() map[string][]fuzzSeed {
 		{"acked-batch-keyed", Publish{RequestID: 2, Ack: AckPerBatch, Key: []byte("user-1"), Scope: scope, Payloads: [][]byte{[]byte("x")}}},
 		{"keyed-empty-key", Publish{Key: []byte{}, Scope: scope, Payloads: [][]byte{{}}}},
 		{"empty-scope-empty-payloads", Publish{Payloads: [][]byte{nil, nil, nil}}},
+		{"conditional-keyed", Publish{RequestID: 3, Ack: AckPerBatch, Conditional: true, Expected: 1 << 40, Key: []byte("k"), Scope: scope, Payloads: [][]byte{[]byte("x")}}},
 	}
 	for _, pp := range publishes {
 		frame := AppendPublish(nil, &pp.p)

@@ -30,6 +30,7 @@ const (
 	TypeSubscribeCursorError MsgType = "subscribe_cursor_error"
 	TypeSubscriptionLagged   MsgType = "subscription_lagged"
 	TypeStreamRecords        MsgType = "stream_records"
+	TypePublishRefused       MsgType = "publish_refused"
 )
 
 // Reply is a broker answer to a request; AnswerTo is the request's id, which
@@ -46,6 +47,25 @@ func (m *StreamInfo) AnswerTo() uint64           { return m.RequestID }
 func (m *StreamInfos) AnswerTo() uint64          { return m.RequestID }
 func (m *StreamRecords) AnswerTo() uint64        { return m.RequestID }
 func (m *SubscribeCursorError) AnswerTo() uint64 { return m.RequestID }
+func (m *PublishRefused) AnswerTo() uint64       { return m.RequestID }
+
+// PublishRefused answers a conditional publish the broker did not write:
+// Reason offset_mismatch, with Expected and Tail (the offset the batch
+// would have started at), on the publish's stream in its place in order.
+type PublishRefused struct {
+	RequestID uint64 `msgpack:"request_id"`
+	Reason    string `msgpack:"reason"`
+	Expected  uint64 `msgpack:"expected"`
+	Tail      uint64 `msgpack:"tail"`
+	Message   string `msgpack:"message,omitempty"`
+}
+
+func (*PublishRefused) Type() MsgType { return TypePublishRefused }
+
+// Err is the refusal as an error.
+func (m *PublishRefused) Err() *RefusedError {
+	return &RefusedError{Reason: m.Reason, Expected: m.Expected, Tail: m.Tail, Message: m.Message}
+}
 
 // Feature bits say which requests exist. They are negotiated in the
 // handshake: the broker answers with the intersection of what the client
@@ -55,9 +75,12 @@ const (
 	FeaturePublishPipeline uint32 = 0x0000_8000
 	FeatureStreamShards    uint32 = 0x0000_0020
 	FeatureSubscribeQueue  uint32 = 0x4000_0000
+	// FeaturePublishConditional: publish_if (FlagPublishIf, PublishRefused).
+	FeaturePublishConditional uint32 = 0x1000_0000
 
 	// SupportedFeatures is every feature this version implements.
-	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards
+	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards |
+		FeaturePublishConditional
 	// SupportedFlags is every frame flag this version reads and writes.
 	SupportedFlags = knownFlags
 )
@@ -312,6 +335,8 @@ func newMessage(t MsgType) Message {
 		return &SubscriptionLagged{}
 	case TypeStreamRecords:
 		return &StreamRecords{}
+	case TypePublishRefused:
+		return &PublishRefused{}
 	}
 	return nil
 }

@@ -28,6 +28,8 @@ var allMessages = []Message{
 	&ErrorMsg{RequestID: 4, Code: CodeLimitExceeded, Retry: RetryFatal, Message: "too many subscriptions"},
 	&ErrorMsg{Code: 0xffff, Retry: 0xff},
 	&EventStreamHello{SubscriptionID: 3},
+	&PublishRefused{RequestID: 7, Reason: ReasonOffsetMismatch, Expected: 5, Tail: math.MaxUint64, Message: "expected 5"},
+	&PublishRefused{},
 	&EventStreamHello{},
 }
 
