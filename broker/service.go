@@ -221,60 +221,20 @@ func (c *conn) Publish(ctx context.Context, p *service.Publish, done func(servic
 }
 
 func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.PublishResult)) error {
-	if err := p.Scope.Validate(); err != nil {
-		return err
-	}
-	if err := c.authorize(auth.ActionStreamPublish, p.Scope); err != nil {
-		return err
-	}
-	if err := c.b.tenants.AllowPublish(p.Scope.Tenant, len(p.Payloads), p.Bytes(), time.Now()); err != nil {
+	if err := c.checkPublish(p); err != nil {
 		return err
 	}
 	wait := c.b.cfg.PublishQueueWaitTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		wait = max(0, min(wait, time.Until(dl)))
 	}
-	// gone refreshes a defined stream's cached definition after its shard
-	// stopped or vanished, without creating the stream: a durable or
-	// explicitly created stream that was deleted stays deleted for this
-	// connection (the stale definition stays cached, so every later
-	// publish asks again) instead of coming back as an implicit in-memory
-	// stream (issue 11: 13 120 publishes were acknowledged after the
-	// delete, persisted nowhere). It returns nil when the stream exists
-	// (again) as the same kind.
-	gone := func(old streams.Def) error {
-		res, err := streams.Request[*streams.StreamResult](c.b.system.Root, c.b.registry, &streams.GetStream{Scope: p.Scope}, c.b.wait(ctx))
-		switch {
-		case err != nil:
-			return err
-		case res.Err != nil && !errors.Is(res.Err, wire.ErrNotFound):
-			return res.Err
-		case res.Err != nil:
-			return wire.NewError(wire.CodeNotFound, "stream %s was deleted; publishes to it fail until it is created again", p.Scope)
-		case old.Durable && !res.Def.Durable:
-			return wire.NewError(wire.CodeNotFound, "durable stream %s was deleted; the stream of that name now is in memory, and this connection does not publish to it in the durable one's place (reconnect to use it)", p.Scope)
-		}
-		c.mu.Lock()
-		c.mu.defs[p.Scope] = res.Def
-		c.mu.Unlock()
-		return nil
-	}
 	for attempt := 0; ; attempt++ {
-		def, err := c.stream(ctx, p.Scope)
-		if err != nil {
-			return err
-		}
-		ref, err := c.shard(ctx, p.Scope, def.Routing.ShardFor(p.Key, def.Shards))
-		if err == nil && def.Durable && !ref.Durable {
-			err = wire.NewError(wire.CodeNotFound, "stream %s was deleted and is now in memory", p.Scope)
-		}
+		def, ref, err := c.publishShard(ctx, p)
 		if err != nil {
 			// The cached definition may be stale: deleted, or made again
 			// with other settings. An implicit one is simply made again.
 			if errors.Is(err, wire.ErrNotFound) && attempt == 0 {
-				if def.Implicit {
-					c.forgetStream(p.Scope)
-				} else if err := gone(def); err != nil {
+				if err := c.refresh(ctx, p.Scope, def); err != nil {
 					return err
 				}
 				continue
@@ -291,9 +251,7 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 				// is still defined; an implicit stream (one nobody
 				// created, in memory by definition) is made again, as a
 				// first publish makes it.
-				if def.Implicit {
-					c.forgetStream(p.Scope)
-				} else if err := gone(def); err != nil {
+				if err := c.refresh(ctx, p.Scope, def); err != nil {
 					return err
 				}
 				continue
@@ -306,6 +264,67 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 			return wire.NewError(wire.CodeOverloaded, "publish_queue_full: stream %s did not take the publish within %s", p.Scope, wait)
 		}
 	}
+}
+
+// checkPublish runs the boundary's checks on a publish: its names, the
+// principal's right, the tenant's rate.
+func (c *conn) checkPublish(p *service.Publish) error {
+	if err := p.Scope.Validate(); err != nil {
+		return err
+	}
+	if err := c.authorize(auth.ActionStreamPublish, p.Scope); err != nil {
+		return err
+	}
+	return c.b.tenants.AllowPublish(p.Scope.Tenant, len(p.Payloads), p.Bytes(), time.Now())
+}
+
+// publishShard resolves the definition and the shard a publish goes to.
+func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.Def, *streams.ShardRef, error) {
+	def, err := c.stream(ctx, p.Scope)
+	if err != nil {
+		return def, nil, err
+	}
+	ref, err := c.shard(ctx, p.Scope, def.Routing.ShardFor(p.Key, def.Shards))
+	if err == nil && def.Durable && !ref.Durable {
+		err = wire.NewError(wire.CodeNotFound, "stream %s was deleted and is now in memory", p.Scope)
+	}
+	return def, ref, err
+}
+
+// refresh drops a stale cached definition: an implicit stream is simply
+// made again on the next lookup; a defined one is asked for again (gone).
+func (c *conn) refresh(ctx context.Context, scope wire.Scope, old streams.Def) error {
+	if old.Implicit {
+		c.forgetStream(scope)
+		return nil
+	}
+	return c.gone(ctx, scope, old)
+}
+
+// gone refreshes a defined stream's cached definition after its shard
+// stopped or vanished, without creating the stream: a durable or
+// explicitly created stream that was deleted stays deleted for this
+// connection (the stale definition stays cached, so every later
+// publish asks again) instead of coming back as an implicit in-memory
+// stream (issue 11: 13 120 publishes were acknowledged after the
+// delete, persisted nowhere). It returns nil when the stream exists
+// (again) as the same kind.
+func (c *conn) gone(ctx context.Context, scope wire.Scope, old streams.Def) error {
+	res, err := streams.Request[*streams.StreamResult](c.b.system.Root, c.b.registry, &streams.GetStream{Scope: scope}, c.b.wait(ctx))
+	switch {
+	case err != nil:
+		return err
+	case res.Err != nil && !errors.Is(res.Err, wire.ErrNotFound):
+		return res.Err
+	case res.Err != nil:
+		return wire.NewError(wire.CodeNotFound, "stream %s was deleted; publishes to it fail until it is created again", scope)
+	case old.Durable && !res.Def.Durable:
+		return wire.NewError(wire.CodeNotFound, "durable stream %s was deleted; the stream of that name now is in memory, and this connection does not publish to it in the durable one's place (reconnect to use it)", scope)
+	}
+	c.mu.Lock()
+	c.mu.defs[scope] = res.Def
+	c.mu.Unlock()
+	return nil
 }
 
 // shardPublish is p as its shard takes it.
