@@ -568,6 +568,7 @@ func TestFromTime(t *testing.T) {
 			{[]string{"--from", "0", "--from-time", between}, "--from and --from-time both say where to start: give one"},
 			{[]string{"--from-time", "yesterday"}, `--from-time must be an RFC 3339 time such as 2026-01-02T15:04:05Z or 2026-01-02T16:04:05.250+01:00, got "yesterday"`},
 			{[]string{"--from-time", "2026-01-02 15:04:05"}, "--from-time must be an RFC 3339 time"},
+			{[]string{"--from-time", ""}, "--from-time must be an RFC 3339 time"},
 		}
 		for _, tt := range usage {
 			r := felix(append([]string{cmd, "--stream", "timeline"}, tt.args...)...)

@@ -64,7 +64,8 @@ func (o *readOpts) run(ctx context.Context, args []string) error {
 		return usagef("--max must not be negative")
 	}
 	var at time.Time
-	if o.fromTime != "" {
+	byTime := o.flags.Changed("from-time")
+	if byTime {
 		if o.flags.Changed("from") {
 			return usagef("--from and --from-time both say where to start: give one")
 		}
@@ -82,7 +83,7 @@ func (o *readOpts) run(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = c.Close(cctx)
 	}()
-	if o.fromTime != "" {
+	if byTime {
 		if o.from, err = offsetForTime(ctx, c, &o.conn, o.shard, at); err != nil {
 			return err
 		}

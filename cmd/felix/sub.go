@@ -78,8 +78,9 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 	}
 	so := client.SubscribeOptions{QueueCapacity: o.queueCapacity, Shard: o.shard}
 	var at time.Time
+	byTime := o.flags.Changed("from-time")
 	switch {
-	case o.fromTime != "":
+	case byTime:
 		if o.flags.Changed("from") {
 			return usagef("--from and --from-time both say where to start: give one")
 		}
@@ -103,7 +104,7 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeClient(c)
-	if o.fromTime != "" {
+	if byTime {
 		off, err := offsetForTime(ctx, c, &o.conn, o.shard, at)
 		if err != nil {
 			if ctx.Err() != nil {
