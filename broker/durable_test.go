@@ -218,6 +218,123 @@ func TestRangeReadsAfterRestart(t *testing.T) {
 	}
 }
 
+// TestOffsetForTime publishes two batches a millisecond apart (the wire's
+// unit) and looks up times before, between and after them: the first
+// record at or after the time, or the committed end. Reading from the
+// answer gives only the newer records. Lookups on an in-memory stream, an
+// unknown stream or shard, and from another tenant are refused.
+func TestOffsetForTime(t *testing.T) {
+	cfg := brokertest.Config(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	st := client.Stream{Name: "timeline"}
+	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 2, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(payloads ...string) uint64 {
+		t.Helper()
+		batch := make([][]byte, len(payloads))
+		for i, p := range payloads {
+			batch[i] = []byte(p)
+		}
+		res, err := c.PublishResult(ctx, st, batch, client.PublishOptions{})
+		if err != nil {
+			t.Fatalf("publish %q: %v", payloads, err)
+		}
+		return res.Offset
+	}
+	lookup := func(at time.Time) uint64 {
+		t.Helper()
+		off, err := c.OffsetForTime(ctx, st, at, 0)
+		if err != nil {
+			t.Fatalf("OffsetForTime(%s): %v", at.Format(time.RFC3339Nano), err)
+		}
+		return off
+	}
+
+	if off := lookup(time.Now()); off != 0 {
+		t.Fatalf("OffsetForTime on an empty shard = %d, want 0", off)
+	}
+	before := time.Now()
+	publish("old-0", "old-1", "old-2")
+	afterOld := time.Now()
+	sleepPast(afterOld)
+	between := time.Now() // a later millisecond than every old record
+	newBase := publish("new-0", "new-1")
+	afterNew := time.Now()
+	sleepPast(afterNew)
+	after := time.Now()
+	end := newBase + 2
+
+	tests := []struct {
+		name string
+		give time.Time
+		want uint64
+	}{
+		{"long before everything", time.Unix(0, 0), 0},
+		{"just before everything", before, 0},
+		{"between the batches", between, newBase},
+		{"after everything", after, end},
+		{"far in the future", time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), end},
+	}
+	for _, tt := range tests {
+		if got := lookup(tt.give); got != tt.want {
+			t.Errorf("OffsetForTime(%s, %s) = %d, want %d", tt.name, tt.give.Format(time.RFC3339Nano), got, tt.want)
+		}
+	}
+	page, err := c.Read(ctx, st, lookup(between), client.ReadOptions{})
+	if err != nil || len(page.Records) != 2 || string(page.Records[0].Payload) != "new-0" || page.Records[0].Time.Before(between.Truncate(time.Millisecond)) {
+		t.Fatalf("read from the offset for the time between: %+v, %v; want new-0 and new-1", page.Records, err)
+	}
+	if off, err := c.OffsetForTime(ctx, st, before, 1); err != nil || off != 0 {
+		t.Errorf("OffsetForTime on the empty shard 1 = %d, %v; want 0", off, err)
+	}
+
+	if err := c.Publish(ctx, client.Stream{Name: "volatile"}, []byte("x"), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := []struct {
+		name  string
+		s     client.Stream
+		shard uint32
+		want  error
+	}{
+		{"in-memory stream", client.Stream{Name: "volatile"}, 0, wire.ErrInvalidRequest},
+		{"shard that does not exist", st, 7, wire.ErrNotFound},
+		{"stream that does not exist", client.Stream{Name: "nothing"}, 0, wire.ErrNotFound},
+		{"bad name", client.Stream{Name: "a/b"}, 0, wire.ErrInvalidRequest},
+		{"another tenant's stream", client.Stream{Tenant: "other", Name: "timeline"}, 0, wire.ErrForbidden},
+	}
+	for _, tt := range bad {
+		if _, err := c.OffsetForTime(ctx, tt.s, before, tt.shard); !errors.Is(err, tt.want) {
+			t.Errorf("OffsetForTime on a %s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if _, err := c.OffsetForTime(ctx, client.Stream{Name: "volatile"}, before, 0); err == nil || !strings.Contains(err.Error(), "time lookups need a durable stream") {
+		t.Errorf("OffsetForTime on an in-memory stream: %v, want it to say time lookups need a durable stream", err)
+	}
+	other := brokertest.DialOptions(t, b, cfg, client.Options{Tenant: "other"})
+	if _, err := other.OffsetForTime(ctx, client.Stream{Tenant: "default", Name: "timeline"}, before, 0); !errors.Is(err, wire.ErrForbidden) {
+		t.Errorf("OffsetForTime from tenant other on default's stream: %v, want %v", err, wire.ErrForbidden)
+	}
+	publishOnly := brokertest.DialOptions(t, b, cfg, client.Options{Token: brokertest.Token(t, cfg, "default", "stream.publish:default/*")})
+	if _, err := publishOnly.OffsetForTime(ctx, st, before, 0); !errors.Is(err, wire.ErrForbidden) {
+		t.Errorf("OffsetForTime with only stream.publish: %v, want %v", err, wire.ErrForbidden)
+	}
+}
+
+// sleepPast returns once the wall clock is in a later millisecond than t,
+// so that whatever is stored from then on is in a later millisecond than
+// anything stored before t: time lookups are in milliseconds. It takes a
+// millisecond or two.
+func sleepPast(t time.Time) {
+	for time.Now().UnixMilli() <= t.UnixMilli() {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestUnusableDataDirectory: a data directory that cannot be used stops the
 // broker at start with a message naming it; a durable shard whose log
 // directory cannot be made refuses publishes with a storage error (no ack

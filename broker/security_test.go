@@ -166,6 +166,9 @@ func attacks(scope wire.Scope, victimSub uint64) []attack {
 		{"stream_delete", func(st *brokertest.RawStream) error {
 			return st.Send(&wire.StreamDelete{RequestID: 8, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream})
 		}, errorAnswer(8), wire.CodeForbidden},
+		{"offset_for_time", func(st *brokertest.RawStream) error {
+			return st.Send(&wire.OffsetForTime{RequestID: 10, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream})
+		}, errorAnswer(10), wire.CodeForbidden},
 		// A subscription id is the connection's own: another's is unknown.
 		{"unsubscribe (the victim's subscription)", func(st *brokertest.RawStream) error {
 			return st.Send(&wire.Unsubscribe{RequestID: 9, SubscriptionID: victimSub})

@@ -149,25 +149,7 @@ const (
 // goroutine: a read never waits and registers nothing with the shard.
 func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, error) {
 	scope := req.Scope
-	if err := scope.Validate(); err != nil {
-		return nil, err
-	}
-	if err := c.authorize(auth.ActionStreamSubscribe, scope); err != nil {
-		return nil, err
-	}
-	// A read never creates a stream: an unknown one is not_found.
-	def, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
-	if err != nil {
-		return nil, err
-	}
-	if !def.Durable {
-		return nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory; range reads need a durable stream (felix stream create --durable)", scope)
-	}
-	ref, err := c.shard(ctx, scope, req.Shard)
-	if err != nil {
-		return nil, err
-	}
-	log, err := ref.Log(ctx)
+	log, err := c.durableLog(ctx, scope, req.Shard, "range reads")
 	if err != nil {
 		return nil, err
 	}
@@ -204,4 +186,49 @@ func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, e
 	}
 	out.Next = page.Next
 	return out, nil
+}
+
+// OffsetForTime implements service.Session: where a durable shard's
+// committed records reach time t. Like Read, it asks the shard's log from
+// the caller's goroutine and registers nothing.
+func (c *conn) OffsetForTime(ctx context.Context, scope wire.Scope, shard uint32, t time.Time) (uint64, error) {
+	log, err := c.durableLog(ctx, scope, shard, "time lookups")
+	if err != nil {
+		return 0, err
+	}
+	// Committed first: the lookup sees at least as far. An answer at or
+	// past it means every committed record is older than t (records in
+	// [committed, off) are older too, but not readable yet), so the answer
+	// is the committed end, which a read can start from.
+	committed := log.Committed()
+	off, err := log.OffsetForTime(t)
+	if err != nil {
+		return 0, wire.WrapError(wire.CodeStorage, err, "find time %s in %s shard %d", t.UTC().Format(time.RFC3339Nano), scope, shard)
+	}
+	return min(off, committed), nil
+}
+
+// durableLog authorizes a read of scope (stream.subscribe) and returns the
+// log of its shard. It never creates a stream: an unknown one is
+// not_found, and an in-memory one is invalid_request, naming what needs a
+// durable stream (what).
+func (c *conn) durableLog(ctx context.Context, scope wire.Scope, shard uint32, what string) (streams.Log, error) {
+	if err := scope.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.authorize(auth.ActionStreamSubscribe, scope); err != nil {
+		return nil, err
+	}
+	def, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
+	if err != nil {
+		return nil, err
+	}
+	if !def.Durable {
+		return nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory; %s need a durable stream (felix stream create --durable)", scope, what)
+	}
+	ref, err := c.shard(ctx, scope, shard)
+	if err != nil {
+		return nil, err
+	}
+	return ref.Log(ctx)
 }

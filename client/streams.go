@@ -161,3 +161,26 @@ func (c *Client) Read(ctx context.Context, s Stream, from uint64, o ReadOptions)
 	}
 	return p, nil
 }
+
+// OffsetForTime returns where a durable stream's shard reaches time t: the
+// offset of the first committed record the broker stored at or after t, or
+// the committed end when every record is older. Reading or subscribing from
+// it gives only records at or after t. A t before every record kept is the
+// oldest offset retention kept. Times are the broker's, at millisecond
+// precision (a t within a millisecond counts from that millisecond's start).
+func (c *Client) OffsetForTime(ctx context.Context, s Stream, t time.Time, shard uint32) (uint64, error) {
+	scope := s.scope(c)
+	id := c.nextReq.Add(1)
+	res, err := c.request(ctx, id, &wire.OffsetForTime{
+		RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream,
+		Shard: shard, TimeMS: t.UnixMilli(),
+	})
+	if err != nil {
+		return 0, err
+	}
+	m, ok := res.(*wire.TimeOffset)
+	if !ok {
+		return 0, fmt.Errorf("%w: offset_for_time answered with %s", ErrProtocol, res.Type())
+	}
+	return m.Offset, nil
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -233,6 +234,38 @@ func TestOffsetForTime(t *testing.T) {
 	l = mustOpen(t, dir, smallConfig())
 	defer mustClose(t, l)
 	check(l)
+}
+
+// TestOffsetForTimeBounds: the times at the ends of time.Time's range, whose
+// microseconds do not fit an int64, answer like any time before or after
+// every record; an empty log answers 0 for any time.
+func TestOffsetForTimeBounds(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), smallConfig())
+	defer mustClose(t, l)
+	times := []time.Time{{}, time.UnixMilli(math.MinInt64), t0, time.UnixMilli(math.MaxInt64)}
+	for _, at := range times {
+		if got, err := l.OffsetForTime(at); err != nil || got != 0 {
+			t.Fatalf("OffsetForTime(%v) on an empty log = %d, %v; want 0", at, got, err)
+		}
+	}
+	appendBatches(t, l, 50, 3)
+	next := l.NextOffset()
+	tests := []struct {
+		give time.Time
+		want uint64
+	}{
+		{time.Time{}, 0},
+		{time.UnixMilli(math.MinInt64), 0},
+		{time.UnixMicro(math.MinInt64), 0},
+		{time.UnixMicro(math.MaxInt64), next},
+		{time.UnixMilli(math.MaxInt64), next},
+		{time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), next},
+	}
+	for _, tt := range tests {
+		if got, err := l.OffsetForTime(tt.give); err != nil || got != tt.want {
+			t.Errorf("OffsetForTime(%v) = %d, %v; want %d", tt.give, got, err, tt.want)
+		}
+	}
 }
 
 func TestTimeNeverGoesBack(t *testing.T) {

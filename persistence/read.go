@@ -3,6 +3,7 @@ package persistence
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 )
@@ -211,12 +212,12 @@ func (c *Cursor) finalize(segs []*segment) {
 }
 
 // OffsetForTime returns the offset of the first record appended at or after
-// t, StartOffset if t is before every retained record, and NextOffset if it
-// is after all of them. Batch times never decrease (Append clamps them), so
-// the time index answers with one binary search and a scan of at most one
-// index interval.
+// t, StartOffset if t is before every retained record (retention deleted
+// the older ones), and NextOffset if every record is older. Batch times never
+// decrease (Append clamps them), so the time index answers with one binary
+// search and a scan of at most one index interval.
 func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
-	us := t.UnixMicro()
+	us := unixMicro(t)
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -264,6 +265,27 @@ func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 		err = rerr
 	}
 	return off, err
+}
+
+// The times whose microseconds since 1970 fit an int64, about 292 000
+// years either side of it.
+var (
+	minMicroTime = time.UnixMicro(math.MinInt64)
+	maxMicroTime = time.UnixMicro(math.MaxInt64)
+)
+
+// unixMicro is t.UnixMicro clamped to the int64 range. Unclamped, a time
+// past it wraps to a negative number, and a lookup far in the future (a
+// client's time_ms near MaxInt64) would answer the oldest record instead
+// of the end.
+func unixMicro(t time.Time) int64 {
+	switch {
+	case t.Before(minMicroTime):
+		return math.MinInt64
+	case t.After(maxMicroTime):
+		return math.MaxInt64
+	}
+	return t.UnixMicro()
 }
 
 // readFailure reports a batch a read could not use: damage is ErrCorrupt,

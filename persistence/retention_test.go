@@ -133,6 +133,13 @@ func TestRetentionByAge(t *testing.T) {
 	if at, err := l.OffsetForTime(t0.Add(time.Hour)); err != nil || at < start || at > 150 {
 		t.Fatalf("OffsetForTime after retention = %d, %v", at, err)
 	}
+	// Below retention: the oldest record kept, whether the time's records
+	// were deleted or never existed.
+	for _, at := range []time.Time{t0, t0.Add(-time.Hour)} {
+		if got, err := l.OffsetForTime(at); err != nil || got != start {
+			t.Fatalf("OffsetForTime(%v) below retention = %d, %v; want the start offset %d", at, got, err, start)
+		}
+	}
 	if page.Records[0].Offset > 150 {
 		t.Fatalf("retention by age deleted recent records: start %d", start)
 	}

@@ -63,6 +63,12 @@ type Session interface {
 	Unsubscribe(ctx context.Context, id uint64) error
 	// Read returns one page of a durable shard's committed records.
 	Read(ctx context.Context, req *Read) (*Records, error)
+	// OffsetForTime returns the offset of a durable shard's first
+	// committed record stored at or after t, or the committed end when
+	// every committed record is older, so that reading from it gives only
+	// records at or after t. A t before every record kept is the oldest
+	// offset retention kept.
+	OffsetForTime(ctx context.Context, scope wire.Scope, shard uint32, t time.Time) (uint64, error)
 	// CreateStream creates a stream, or confirms one with the same settings.
 	CreateStream(ctx context.Context, spec *StreamSpec) (*StreamInfo, error)
 	// Stream describes one stream; it never creates one.

@@ -23,6 +23,10 @@ type Log interface {
 	// Read returns up to maxRecords (and about maxBytes) records from
 	// offset from; it never waits. Safe from any goroutine.
 	Read(from uint64, maxRecords, maxBytes int) (ReadPage, error)
+	// OffsetForTime returns the offset of the first record appended at or
+	// after t: StartOffset when t is before every record kept, NextOffset
+	// when every record is older. It never waits. Safe from any goroutine.
+	OffsetForTime(t time.Time) (uint64, error)
 	// StartOffset is the oldest record retention kept.
 	StartOffset() uint64
 	// Committed is the end of what readers may see: under on_commit what

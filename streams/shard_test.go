@@ -95,6 +95,7 @@ func (l *fakeLog) NextOffset() uint64 {
 }
 func (l *fakeLog) EnforceRetention(time.Time) error        { return nil }
 func (l *fakeLog) Read(uint64, int, int) (ReadPage, error) { return ReadPage{}, nil }
+func (l *fakeLog) OffsetForTime(time.Time) (uint64, error) { return l.NextOffset(), nil }
 func (l *fakeLog) StartOffset() uint64                     { return 0 }
 func (l *fakeLog) Committed() uint64                       { return l.NextOffset() }
 func (l *fakeLog) Failed() error                           { l.mu.Lock(); defer l.mu.Unlock(); return l.poison }

@@ -81,6 +81,7 @@ func (l *fakeLog) Append(uint64, [][]byte, time.Time) error { return errors.New(
 func (l *fakeLog) WaitDurable(uint64) <-chan error          { return nil }
 func (l *fakeLog) NextOffset() uint64                       { return l.Committed() }
 func (l *fakeLog) EnforceRetention(time.Time) error         { return nil }
+func (l *fakeLog) OffsetForTime(time.Time) (uint64, error)  { return 0, nil }
 func (l *fakeLog) StartOffset() uint64                      { return 0 }
 func (l *fakeLog) Failed() error                            { return nil }
 func (l *fakeLog) Close() error                             { return nil }

@@ -315,6 +315,8 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 		answer(r, m.RequestID, func() (wire.Message, error) { return listStreams(ctx, h.session, m) })
 	case *wire.StreamRead:
 		answer(r, m.RequestID, func() (wire.Message, error) { return readStream(ctx, h.session, m) })
+	case *wire.OffsetForTime:
+		answer(r, m.RequestID, func() (wire.Message, error) { return offsetForTime(ctx, h.session, m) })
 	case *wire.StreamDelete:
 		answer(r, m.RequestID, func() (wire.Message, error) {
 			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))

@@ -101,3 +101,11 @@ func readStream(ctx context.Context, s service.Session, m *wire.StreamRead) (wir
 	}
 	return out, nil
 }
+
+func offsetForTime(ctx context.Context, s service.Session, m *wire.OffsetForTime) (wire.Message, error) {
+	off, err := s.OffsetForTime(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream), m.Shard, time.UnixMilli(m.TimeMS))
+	if err != nil {
+		return nil, err
+	}
+	return &wire.TimeOffset{RequestID: m.RequestID, Offset: off}, nil
+}

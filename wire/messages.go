@@ -10,7 +10,9 @@ import (
 // MsgType names a control message on the wire.
 type MsgType string
 
-// NOTE: when adding a message type, add it to newMessage below.
+// NOTE: when adding a message type, add it to newMessage below, to allTypes
+// and allMessages in messages_test.go (the round trips and the fuzz seeds
+// come from them), and an answer to Reply.
 const (
 	TypeAuth                 MsgType = "auth"
 	TypeAuthOK               MsgType = "auth_ok"
@@ -31,6 +33,8 @@ const (
 	TypeSubscriptionLagged   MsgType = "subscription_lagged"
 	TypeStreamRecords        MsgType = "stream_records"
 	TypePublishRefused       MsgType = "publish_refused"
+	TypeOffsetForTime        MsgType = "offset_for_time"
+	TypeTimeOffset           MsgType = "time_offset"
 )
 
 // Reply is a broker answer to a request; AnswerTo is the request's id, which
@@ -46,6 +50,7 @@ func (m *ErrorMsg) AnswerTo() uint64             { return m.RequestID }
 func (m *StreamInfo) AnswerTo() uint64           { return m.RequestID }
 func (m *StreamInfos) AnswerTo() uint64          { return m.RequestID }
 func (m *StreamRecords) AnswerTo() uint64        { return m.RequestID }
+func (m *TimeOffset) AnswerTo() uint64           { return m.RequestID }
 func (m *SubscribeCursorError) AnswerTo() uint64 { return m.RequestID }
 func (m *PublishRefused) AnswerTo() uint64       { return m.RequestID }
 
@@ -281,6 +286,32 @@ type StreamRecords struct {
 func (*StreamRead) Type() MsgType    { return TypeStreamRead }
 func (*StreamRecords) Type() MsgType { return TypeStreamRecords }
 
+// OffsetForTime asks where a durable shard's records reach a time: the
+// offset of the first committed record stored at or after TimeMS (unix
+// milliseconds; a record's time is when the broker appended it). Answered
+// by TimeOffset. It never waits and registers nothing.
+type OffsetForTime struct {
+	RequestID uint64 `msgpack:"request_id"`
+	Tenant    string `msgpack:"tenant"`
+	Namespace string `msgpack:"namespace"`
+	Stream    string `msgpack:"stream"`
+	Shard     uint32 `msgpack:"shard,omitempty"`
+	TimeMS    int64  `msgpack:"time_ms"`
+}
+
+// TimeOffset answers OffsetForTime. Offset is the first committed record
+// whose time is at or after the time asked; when every committed record is
+// older it is the committed end (the next offset), so a reader starting at
+// Offset sees only records at or after the time either way. A time before
+// every record kept answers the oldest one retention kept.
+type TimeOffset struct {
+	RequestID uint64 `msgpack:"request_id"`
+	Offset    uint64 `msgpack:"offset"`
+}
+
+func (*OffsetForTime) Type() MsgType { return TypeOffsetForTime }
+func (*TimeOffset) Type() MsgType    { return TypeTimeOffset }
+
 func (*StreamCreate) Type() MsgType { return TypeStreamCreate }
 func (*StreamGet) Type() MsgType    { return TypeStreamGet }
 func (*StreamList) Type() MsgType   { return TypeStreamList }
@@ -337,6 +368,10 @@ func newMessage(t MsgType) Message {
 		return &StreamRecords{}
 	case TypePublishRefused:
 		return &PublishRefused{}
+	case TypeOffsetForTime:
+		return &OffsetForTime{}
+	case TypeTimeOffset:
+		return &TimeOffset{}
 	}
 	return nil
 }

@@ -31,9 +31,40 @@ var allMessages = []Message{
 	&PublishRefused{RequestID: 7, Reason: ReasonOffsetMismatch, Expected: 5, Tail: math.MaxUint64, Message: "expected 5"},
 	&PublishRefused{},
 	&EventStreamHello{},
+	&StreamCreate{RequestID: 5, Tenant: "acme", Namespace: "orders", Stream: "created", Shards: 4, Durable: true, Routing: "jump", RetentionBytes: 1 << 30, RetentionAgeMS: 3_600_000},
+	&StreamCreate{},
+	&StreamGet{RequestID: 6, Tenant: "acme", Namespace: "orders", Stream: "created"},
+	&StreamGet{},
+	&StreamList{RequestID: 7, Tenant: "acme", Namespace: "orders"},
+	&StreamList{},
+	&StreamDelete{RequestID: 8, Tenant: "acme", Namespace: "orders", Stream: "created"},
+	&StreamDelete{},
+	&StreamInfo{RequestID: 9, Tenant: "acme", Namespace: "orders", Stream: "created", Shards: 4, Durable: true, Routing: "jump", Implicit: true, CreatedAtMS: 1_767_225_600_000},
+	&StreamInfo{},
+	&StreamInfos{RequestID: 10, Streams: []StreamInfo{{Tenant: "acme", Namespace: "orders", Stream: "created", Shards: 1, Routing: "modulo"}}},
+	&StreamInfos{},
+	&StreamRead{RequestID: 11, Tenant: "acme", Namespace: "orders", Stream: "created", Shard: 2, From: 100, End: ptr(uint64(200)), MaxRecords: 10, MaxBytes: 1 << 20},
+	&StreamRead{},
+	&StreamRecords{RequestID: 11, Records: []StreamRecord{{Offset: 100, TimeMS: 1_767_225_600_000, Payload: []byte("x")}}, NextOffset: 101, Committed: 200},
+	&StreamRecords{},
+	&SubscribeCursorError{RequestID: 12, Reason: "too_old", Requested: 3, Available: 40},
+	&SubscribeCursorError{},
+	&SubscriptionLagged{SubscriptionID: 13, ResumeFrom: 4096},
+	&SubscriptionLagged{},
+	&OffsetForTime{RequestID: 14, Tenant: "acme", Namespace: "orders", Stream: "created", Shard: 3, TimeMS: 1_767_225_600_000},
+	&OffsetForTime{},
+	&TimeOffset{RequestID: 14, Offset: math.MaxUint64},
+	&TimeOffset{},
 }
 
-var allTypes = []MsgType{TypeAuth, TypeAuthOK, TypeSubscribe, TypeSubscribed, TypeUnsubscribe, TypeOK, TypeError, TypeEventStreamHello}
+var allTypes = []MsgType{
+	TypeAuth, TypeAuthOK, TypeSubscribe, TypeSubscribed, TypeUnsubscribe, TypeOK, TypeError, TypeEventStreamHello,
+	TypeStreamCreate, TypeStreamGet, TypeStreamList, TypeStreamDelete, TypeStreamInfo, TypeStreamInfos,
+	TypeStreamRead, TypeSubscribeCursorError, TypeSubscriptionLagged, TypeStreamRecords,
+	TypeOffsetForTime, TypeTimeOffset,
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func TestAllMessagesCovered(t *testing.T) {
 	covered := map[MsgType]bool{}

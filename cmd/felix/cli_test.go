@@ -499,6 +499,87 @@ func TestClientErrors(t *testing.T) {
 	})
 }
 
+// TestFromTime: felix read and felix sub --from-time start at the first
+// record stored at or after the time, on a durable stream: here the second
+// of two publishes a millisecond apart. Bad times, --from with --from-time
+// and an in-memory stream are refused clearly.
+func TestFromTime(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	conn := []string{"--broker", b.addr, "--ca", b.ca, "--token", b.token}
+	felix := func(args ...string) *proc { return runFelix(t, opts{}, append(args, conn...)...) }
+	felix("stream", "create", "--stream", "timeline", "--durable").wantExit(t, 0)
+	felix("pub", "--stream", "timeline", "old-0", "old-1").wantExit(t, 0)
+	afterOld := time.Now()
+	// Times on the wire are milliseconds: the next records must be stored
+	// in a later one than the old records.
+	for time.Now().UnixMilli() <= afterOld.UnixMilli() {
+		time.Sleep(time.Millisecond)
+	}
+	between := time.Now().Format(time.RFC3339Nano)
+	felix("pub", "--stream", "timeline", "new-0", "new-1").wantExit(t, 0)
+
+	r := felix("read", "--stream", "timeline", "--from-time", between, "--json")
+	r.wantExit(t, 0)
+	var got []string
+	for _, line := range lines(r.stdout.String()) {
+		var rec struct {
+			Offset  uint64
+			Payload string
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("read --json printed %q: %v", line, err)
+		}
+		got = append(got, fmt.Sprintf("%d:%s", rec.Offset, rec.Payload))
+	}
+	if strings.Join(got, ",") != "2:new-0,3:new-1" {
+		t.Errorf("read --from-time %s printed %q, want 2:new-0 and 3:new-1", between, got)
+	}
+	r = felix("read", "--stream", "timeline", "--from-time", "2000-01-01T00:00:00+01:00")
+	r.wantExit(t, 0)
+	if r.stdout.String() != "old-0\nold-1\nnew-0\nnew-1\n" {
+		t.Errorf("read --from-time before everything printed %q, want every record", r.stdout)
+	}
+	r = felix("read", "--stream", "timeline", "--from-time", time.Now().Add(time.Hour).Format(time.RFC3339))
+	r.wantExit(t, 0)
+	if r.stdout.String() != "" {
+		t.Errorf("read --from-time an hour ahead printed %q, want nothing", r.stdout)
+	}
+
+	sub := start(t, opts{}, append([]string{"sub", "--stream", "timeline", "--from-time", between, "--count", "3"}, conn...)...)
+	sub.waitStderrLine(t, "subscribed")
+	felix("pub", "--stream", "timeline", "live").wantExit(t, 0)
+	sub.wantExit(t, 0)
+	if got := sub.stdout.String(); got != "new-0\nnew-1\nlive\n" {
+		t.Errorf("sub --from-time %s printed %q, want new-0, new-1 then live", between, got)
+	}
+
+	felix("pub", "--stream", "volatile", "x").wantExit(t, 0)
+	r = felix("read", "--stream", "volatile", "--from-time", between)
+	r.wantExit(t, 1)
+	if want := "felix: find time " + between + " in default/default/volatile shard 0: invalid_request: stream default/default/volatile is in memory; time lookups need a durable stream"; !strings.HasPrefix(r.stderr.String(), want) {
+		t.Errorf("read --from-time on an in-memory stream: stderr %q, want it to start with %q", r.stderr, want)
+	}
+	for _, cmd := range []string{"read", "sub"} {
+		usage := []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--from", "0", "--from-time", between}, "--from and --from-time both say where to start: give one"},
+			{[]string{"--from-time", "yesterday"}, `--from-time must be an RFC 3339 time such as 2026-01-02T15:04:05Z or 2026-01-02T16:04:05.250+01:00, got "yesterday"`},
+			{[]string{"--from-time", "2026-01-02 15:04:05"}, "--from-time must be an RFC 3339 time"},
+			{[]string{"--from-time", ""}, "--from-time must be an RFC 3339 time"},
+		}
+		for _, tt := range usage {
+			r := felix(append([]string{cmd, "--stream", "timeline"}, tt.args...)...)
+			r.wantExit(t, 2)
+			if !strings.Contains(r.stderr.String(), tt.want) {
+				t.Errorf("felix %s %q: stderr %q, want it to contain %q", cmd, tt.args, r.stderr, tt.want)
+			}
+		}
+	}
+}
+
 // --- helpers ---
 
 type opts struct {

@@ -7,25 +7,31 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 	"unicode/utf8"
+
+	"github.com/spf13/pflag"
 
 	"github.com/getfelix/felix-go/client"
 )
 
 type readOpts struct {
-	conn  connOpts
-	shard uint32
-	from  uint64
-	max   int
-	json  bool
+	conn     connOpts
+	shard    uint32
+	from     uint64
+	fromTime string
+	max      int
+	json     bool
+	flags    *pflag.FlagSet
 }
 
 func newReadCmd() *command {
-	o := &readOpts{}
 	fs := newFlagSet("read")
+	o := &readOpts{flags: fs}
 	o.conn.register(fs)
 	fs.Uint32Var(&o.shard, "shard", 0, "the shard to read")
 	fs.Uint64Var(&o.from, "from", 0, "the first offset to read")
+	fs.StringVar(&o.fromTime, "from-time", "", fromTimeUsage)
 	fs.IntVar(&o.max, "max", 0, "stop after this many records (0: read up to the committed end)")
 	fs.BoolVar(&o.json, "json", false, `print one JSON object per record: {"offset":N,"payload":"..."}`)
 	c := &command{
@@ -34,10 +40,12 @@ func newReadCmd() *command {
 		long: `Reads the committed records of a durable stream's shard from --from, page by
 page, and prints one payload per line (or --json objects with the offset). It
 stops at the committed end or after --max records; it never waits for new
-records (use felix sub for that).
+records (use felix sub for that). --from-time starts at the first record the
+broker stored at or after a time instead.
 
 Examples:
   felix read --stream orders --from 0
+  felix read --stream orders --from-time 2026-01-02T15:04:05Z
   felix read --stream orders --shard 2 --from 1000 --max 10 --json`,
 		flags: fs,
 	}
@@ -55,6 +63,17 @@ func (o *readOpts) run(ctx context.Context, args []string) error {
 	if o.max < 0 {
 		return usagef("--max must not be negative")
 	}
+	var at time.Time
+	byTime := o.flags.Changed("from-time")
+	if byTime {
+		if o.flags.Changed("from") {
+			return usagef("--from and --from-time both say where to start: give one")
+		}
+		var err error
+		if at, err = parseFromTime(o.fromTime); err != nil {
+			return err
+		}
+	}
 	c, err := o.conn.dial(ctx)
 	if err != nil {
 		return err
@@ -64,6 +83,11 @@ func (o *readOpts) run(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = c.Close(cctx)
 	}()
+	if byTime {
+		if o.from, err = offsetForTime(ctx, c, &o.conn, o.shard, at); err != nil {
+			return err
+		}
+	}
 	out := bufio.NewWriterSize(os.Stdout, stdoutBuffer)
 	defer out.Flush()
 	enc := json.NewEncoder(out)
@@ -100,4 +124,29 @@ func (o *readOpts) run(ctx context.Context, args []string) error {
 		from = page.Next
 	}
 	return nil
+}
+
+// fromTimeUsage is --from-time's help, the same for read and sub.
+const fromTimeUsage = "start at the first record stored at or after this time, RFC 3339 (2026-01-02T15:04:05Z, " +
+	"2026-01-02T16:04:05.250+01:00); durable streams only; not with --from"
+
+// parseFromTime reads --from-time: RFC 3339, with or without fractions of
+// a second.
+func parseFromTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, usagef("--from-time must be an RFC 3339 time such as 2026-01-02T15:04:05Z or 2026-01-02T16:04:05.250+01:00, got %q", s)
+	}
+	return t, nil
+}
+
+// offsetForTime resolves --from-time to the offset of shard's first record
+// stored at or after t (the committed end when every record is older), so
+// that the command then runs as with --from at that offset.
+func offsetForTime(ctx context.Context, c *client.Client, conn *connOpts, shard uint32, t time.Time) (uint64, error) {
+	off, err := c.OffsetForTime(ctx, conn.streamRef(), t, shard)
+	if err != nil {
+		return 0, fmt.Errorf("find time %s in %s shard %d: %w", t.Format(time.RFC3339Nano), conn.scope(), shard, err)
+	}
+	return off, nil
 }

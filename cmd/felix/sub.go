@@ -11,7 +11,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/spf13/pflag"
 
 	"github.com/getfelix/felix-go/client"
 )
@@ -27,16 +30,19 @@ type subOpts struct {
 	queueCapacity int
 	shard         uint32
 	from          string
+	fromTime      string
+	flags         *pflag.FlagSet
 }
 
 func newSubCmd() *command {
-	o := &subOpts{}
 	fs := newFlagSet("sub")
+	o := &subOpts{flags: fs}
 	o.conn.register(fs)
 	fs.IntVar(&o.count, "count", 0, "exit after this many messages (0: run until SIGINT or SIGTERM)")
 	fs.BoolVar(&o.json, "json", false, `print one JSON object per message: {"stream":"t/ns/s","payload":"..."}, `+
 		`plus "payload_base64" when the payload is not valid UTF-8`)
 	fs.StringVar(&o.from, "from", "latest", "where to start on a durable stream: latest, earliest or an offset (history is replayed, then live)")
+	fs.StringVar(&o.fromTime, "from-time", "", fromTimeUsage)
 	fs.Uint32Var(&o.shard, "shard", 0, "the shard of a multi-shard stream to read (see felix stream info)")
 	fs.IntVar(&o.queueCapacity, "queue-capacity", 0, "ask the broker for this subscriber queue capacity, in batches (0: the broker's default)")
 	c := &command{
@@ -46,11 +52,14 @@ func newSubCmd() *command {
 standard output, from the moment it subscribed: messages published earlier
 are not shown. It writes "subscribed" to standard error once the broker has
 registered the subscription. It runs until --count messages arrived, or
-until SIGINT or SIGTERM.
+until SIGINT or SIGTERM. On a durable stream, --from replays history first:
+from the oldest record kept, an offset, or (--from-time) the first record
+stored at or after a time.
 
 Examples:
   felix sub --stream orders
-  felix sub --stream orders --count 10 --json`,
+  felix sub --stream orders --count 10 --json
+  felix sub --stream orders --from-time 2026-01-02T15:04:05Z`,
 		flags: fs,
 	}
 	c.run = o.run
@@ -67,21 +76,41 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 	if o.count < 0 || o.queueCapacity < 0 {
 		return usagef("--count and --queue-capacity must not be negative")
 	}
+	so := client.SubscribeOptions{QueueCapacity: o.queueCapacity, Shard: o.shard}
+	var at time.Time
+	byTime := o.flags.Changed("from-time")
+	switch {
+	case byTime:
+		if o.flags.Changed("from") {
+			return usagef("--from and --from-time both say where to start: give one")
+		}
+		var err error
+		if at, err = parseFromTime(o.fromTime); err != nil {
+			return err
+		}
+	case o.from == "latest" || o.from == "":
+	case o.from == "earliest":
+		so.From = client.FromEarliest
+	default:
+		off, perr := strconv.ParseUint(o.from, 10, 64)
+		if perr != nil {
+			return usagef("--from must be latest, earliest or an offset, got %q", o.from)
+		}
+		so.From, so.FromOffset = client.FromOffset, off
+	}
 
 	c, err := o.conn.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeClient(c)
-	so := client.SubscribeOptions{QueueCapacity: o.queueCapacity, Shard: o.shard}
-	switch o.from {
-	case "latest", "":
-	case "earliest":
-		so.From = client.FromEarliest
-	default:
-		off, perr := strconv.ParseUint(o.from, 10, 64)
-		if perr != nil {
-			return usagef("--from must be latest, earliest or an offset, got %q", o.from)
+	if byTime {
+		off, err := offsetForTime(ctx, c, &o.conn, o.shard, at)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted before anything was asked of us
+			}
+			return err
 		}
 		so.From, so.FromOffset = client.FromOffset, off
 	}
