@@ -66,6 +66,10 @@ type Options struct {
 	// awaiting their ack (4 MiB). It is per stream so that a stalled stream's
 	// unanswered publishes cannot take the budget of the others.
 	PublishInflightBytes int64
+	// PublishWindow caps each publish stream's acked publishes awaiting
+	// their ack below the broker's publish window. Zero, or more than the
+	// broker grants, means the broker's window (Client.PublishWindow).
+	PublishWindow int
 	// PublishShardStreams is how many QUIC streams the client dedicates to
 	// publishing, one per stream scope: the first this many scopes it
 	// publishes to get one each, first come first served, and every later
@@ -208,6 +212,11 @@ type Client struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 	asyncErr atomic.Pointer[error]
+
+	// testHookInflight, set by tests before the first publish, sees a
+	// publish stream's unanswered requests and budget bytes whenever
+	// either grows. It runs with the stream's lock held.
+	testHookInflight func(requests int, bytes int64)
 }
 
 // Dial connects and completes the handshake.
@@ -282,6 +291,9 @@ func (c *Client) handshake(ctx context.Context) error {
 	case *wire.AuthOK:
 		c.features, c.maxFrame = m.ServerFeatures, m.MaxFrameBytes
 		c.ackWindow = ackWindow(m.ServerFeatures, m.PublishWindow)
+		if w := c.opts.PublishWindow; w > 0 && w < c.ackWindow {
+			c.ackWindow = w
+		}
 		return nil
 	case *wire.ErrorMsg:
 		return m.Err()
@@ -467,7 +479,9 @@ func (c *Client) closedErr() error {
 
 // Close ends every subscription, waits for acked publishes to be answered
 // and fire-and-forget publishes to be read by the broker on every publish
-// stream, or ctx to end, and closes the connection.
+// stream, or ctx to end, and closes the connection. Acked publishes still
+// unanswered when ctx ends fail with ErrClosed; every Produce promise has
+// been called when Close returns (so a promise must not call Close).
 func (c *Client) Close(ctx context.Context) error {
 	// finish also stops publish streams from opening, which must happen
 	// before c.wg.Wait even when the connection is already gone.

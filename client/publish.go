@@ -1,7 +1,9 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -177,14 +179,8 @@ func (ps *publishers) openLocked() (*pubStream, error) {
 func (ps *publishers) finish(ctx context.Context) {
 	ps.mu.Lock()
 	ps.mu.closed = true
-	all := make([]*pubStream, 0, len(ps.mu.dedicated)+1)
-	for _, p := range ps.mu.dedicated {
-		all = append(all, p)
-	}
-	if ps.mu.pooled != nil {
-		all = append(all, ps.mu.pooled)
-	}
 	ps.mu.Unlock()
+	all := ps.all()
 	if ps.c.closed.Load() {
 		return // the connection is gone: nothing more can reach the broker
 	}
@@ -193,6 +189,20 @@ func (ps *publishers) finish(ctx context.Context) {
 		wg.Go(func() { p.finish(ctx) })
 	}
 	wg.Wait()
+}
+
+// all returns every publish stream open now.
+func (ps *publishers) all() []*pubStream {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	all := make([]*pubStream, 0, len(ps.mu.dedicated)+1)
+	for _, p := range ps.mu.dedicated {
+		all = append(all, p)
+	}
+	if ps.mu.pooled != nil {
+		all = append(all, ps.mu.pooled)
+	}
+	return all
 }
 
 // ackWindow is how many acked publishes one publish stream may have
@@ -207,22 +217,53 @@ func ackWindow(features uint32, window int) int {
 	return window
 }
 
+// Bounds on a request the client makes by merging queued publishes (see
+// pubStream). A merged request is big enough that the broker's cost per
+// request (about 8 µs here: decode, shard mailbox, answer) is small next
+// to its records', and small enough that one request is short work for
+// the shard and one frame for a subscriber.
+const (
+	maxMergeRecords = 1024
+	maxMergeBytes   = 256 << 10
+)
+
 // pubStream owns one publish stream. Callers encode straight into a shared
 // buffer that one goroutine hands to QUIC, so back-to-back publishes leave
 // in one write (quic-go pays per write, not per byte); acked requests are
 // remembered in write order and resolved in that order as acks arrive.
+//
+// At most the window's acked requests are unanswered (fifo). An acked
+// publish that finds the window full is not refused and does not wait: it
+// is queued (queued), and merged into the queued request before it when
+// that one goes to the same scope with the same key, so a caller that
+// publishes message by message from one goroutine fills each slot the
+// broker frees with everything that arrived meanwhile, the way franz-go
+// fills a produce request with the records buffered for its partition.
+// Sending each call as its own request was measured first: the broker
+// answers about 120 k single-record requests a second on this machine,
+// against 1.4 M records a second in batches of 64. Callers wait only for
+// the byte budget (Options.PublishInflightBytes), which queued publishes
+// take as well as unanswered ones.
+//
+// Only readAcks calls promises, so they run one at a time in request
+// order: a write error cancels the read side to make readAcks fail
+// everything, rather than failing from the writer.
 type pubStream struct {
 	c  *Client
 	st *quic.Stream
 
 	mu struct {
 		sync.Mutex
-		buf      []byte
-		fifo     []*pendingPub
-		inflight int64
-		nextID   uint64
-		err      error
-		writing  bool // a Write is in progress: drain waits for it
+		buf    []byte
+		fifo   []*pendingPub // sent, awaiting acks, in request order
+		queued []*pendingPub // acked publishes not sent yet, in call order
+		// inflight is the bytes of fifo and queued; unresolved counts the
+		// calls whose promise has not returned yet.
+		inflight   int64
+		unresolved int
+		nextID     uint64
+		err        error
+		writing    bool // a Write is in progress: drain waits for it
 		// changed is closed and replaced when buf is taken or inflight drops,
 		// waking callers waiting for room.
 		changed chan struct{}
@@ -234,14 +275,34 @@ type pubStream struct {
 	closing  atomic.Bool
 }
 
+// call is one caller's publish inside a request: its records, in order,
+// and where its result goes.
+type call struct {
+	records int
+	promise func(PublishResult, error)
+}
+
+// pendingPub is one acked request: sent (in fifo) or queued.
 type pendingPub struct {
-	id     uint64
-	want   uint32
-	got    uint32
-	bytes  int64
-	done   chan struct{}
-	err    error
-	result PublishResult // from the first ack: the first record's offset
+	id    uint64
+	mode  wire.AckMode
+	want  uint32
+	got   uint32
+	bytes int64
+	calls []call
+	one   [1]call // calls' first backing array: most requests are one call
+	err   error
+	// result is from the first ack: the first record's offset.
+	result PublishResult
+
+	// A queued request keeps a copy of its payloads (the caller may reuse
+	// its buffers once the call returns) until it is sent.
+	scope     wire.Scope
+	key       []byte
+	arena     []byte
+	ends      []int // payload i is arena[ends[i-1]:ends[i]]
+	frameLen  int
+	mergeable bool
 }
 
 func newPubStream(c *Client, st *quic.Stream) *pubStream {
@@ -253,34 +314,70 @@ func newPubStream(c *Client, st *quic.Stream) *pubStream {
 	return p
 }
 
+// publish sends a batch and, when acked, waits for its result.
 func (p *pubStream) publish(ctx context.Context, scope wire.Scope, payloads [][]byte, o PublishOptions) (PublishResult, error) {
+	if o.FireAndForget || o.Ack == wire.AckNone {
+		return PublishResult{}, p.enqueue(ctx, scope, payloads, o, false, nil)
+	}
+	type outcome struct {
+		res PublishResult
+		err error
+	}
+	done := make(chan outcome, 1) // the promise never blocks, even after ctx ends
+	err := p.enqueue(ctx, scope, payloads, o, true, func(res PublishResult, err error) { done <- outcome{res, err} })
+	if err != nil {
+		return PublishResult{}, err
+	}
+	select {
+	case out := <-done:
+		return out.res, out.err
+	case <-ctx.Done():
+		// The ack will still come and release the budget; the caller just
+		// stops waiting for it.
+		return PublishResult{}, ctx.Err()
+	}
+}
+
+// enqueue hands one call's batch to the stream: encoded now, or queued
+// when the window or the write buffer is full. It waits only for the byte
+// budget (acked) or the write buffer (fire-and-forget). An acked call's
+// promise is called exactly once, from readAcks, unless enqueue returns an
+// error. mergeable lets the batch share a request with the calls around
+// it (a conditional publish must not: its check is per request).
+func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]byte, o PublishOptions, mergeable bool, promise func(PublishResult, error)) error {
 	if len(o.Key) > wire.MaxKeyLen {
-		return PublishResult{}, fmt.Errorf("client: routing key of %d bytes, at most %d", len(o.Key), wire.MaxKeyLen)
+		return fmt.Errorf("client: routing key of %d bytes, at most %d", len(o.Key), wire.MaxKeyLen)
 	}
 	mode := o.Ack
 	if o.FireAndForget {
 		mode = wire.AckNone
 	}
+	acked := mode != wire.AckNone
 	var size int64
 	for _, pl := range payloads {
 		size += int64(len(pl))
 	}
 	// The broker ends a stream that sends a frame over its cap, which would
 	// fail every publish of this client from then on: refuse it here.
-	if n := publishLen(scope, payloads, mode, o.Key); p.c.maxFrame > 0 && n > p.c.maxFrame {
-		return PublishResult{}, wire.NewError(wire.CodeInvalidRequest, "publish frame of %d bytes is over the broker's max_frame_bytes %d", n, p.c.maxFrame)
+	n := publishLen(scope, payloads, mode, o.Key)
+	if p.c.maxFrame > 0 && n > p.c.maxFrame {
+		return wire.NewError(wire.CodeInvalidRequest, "publish frame of %d bytes is over the broker's max_frame_bytes %d", n, p.c.maxFrame)
 	}
 	p.mu.Lock()
 	for {
 		if p.mu.err != nil {
 			err := p.mu.err
 			p.mu.Unlock()
-			return PublishResult{}, err
+			return err
 		}
-		roomInBuf := len(p.mu.buf) < maxPendingWrite
-		roomInflight := mode == wire.AckNone ||
-			len(p.mu.fifo) < p.c.ackWindow && (p.mu.inflight == 0 || p.mu.inflight+size <= p.c.opts.PublishInflightBytes)
-		if roomInBuf && roomInflight {
+		var room bool
+		if acked {
+			room = p.mu.inflight == 0 || p.mu.inflight+size <= p.c.opts.PublishInflightBytes
+		} else {
+			// Behind queued acked publishes it would overtake them.
+			room = len(p.mu.buf) < maxPendingWrite && len(p.mu.queued) == 0
+		}
+		if room {
 			break
 		}
 		changed := p.mu.changed
@@ -288,41 +385,121 @@ func (p *pubStream) publish(ctx context.Context, scope wire.Scope, payloads [][]
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return PublishResult{}, ctx.Err()
+			return ctx.Err()
 		case <-p.c.done:
-			return PublishResult{}, p.c.closedErr()
+			return p.c.closedErr()
 		}
 		p.mu.Lock()
 	}
-	req := &wire.Publish{Ack: mode, Key: o.Key, Scope: scope, Payloads: payloads}
-	var pd *pendingPub
-	if mode != wire.AckNone {
-		p.mu.nextID++
-		req.RequestID = p.mu.nextID
-		want := uint32(1)
-		if mode == wire.AckPerMessage {
-			want = uint32(len(payloads))
-		}
-		pd = &pendingPub{id: req.RequestID, want: want, bytes: size, done: make(chan struct{})}
-		p.mu.fifo = append(p.mu.fifo, pd)
-		p.mu.inflight += size
+	if !acked {
+		p.mu.buf = wire.AppendPublish(p.mu.buf, &wire.Publish{Ack: mode, Key: o.Key, Scope: scope, Payloads: payloads})
+		p.mu.Unlock()
+		p.wakeWriter()
+		return nil
 	}
-	p.mu.buf = wire.AppendPublish(p.mu.buf, req)
+	p.mu.inflight += size
+	p.mu.unresolved++
+	if h := p.c.testHookInflight; h != nil {
+		h(len(p.mu.fifo), p.mu.inflight)
+	}
+	c := call{records: len(payloads), promise: promise}
+	if len(p.mu.queued) == 0 && len(p.mu.fifo) < p.c.ackWindow && len(p.mu.buf) < maxPendingWrite {
+		pd := &pendingPub{mode: mode, bytes: size}
+		pd.calls = append(pd.one[:0], c)
+		p.sendLocked(pd, payloads, scope, o.Key)
+		p.mu.Unlock()
+		p.wakeWriter()
+		return nil
+	}
+	if k := len(p.mu.queued); k > 0 && mergeable && p.mu.queued[k-1].fits(scope, o.Key, payloads, p.c.maxFrame) {
+		p.mu.queued[k-1].add(c, payloads, size)
+	} else {
+		pd := &pendingPub{mode: mode, scope: scope, key: bytes.Clone(o.Key), mergeable: mergeable, frameLen: n}
+		pd.calls = pd.one[:0]
+		pd.add(c, payloads, size)
+		p.mu.queued = append(p.mu.queued, pd)
+	}
 	p.mu.Unlock()
+	return nil
+}
+
+// fits says whether a call's batch may join queued request pd.
+func (pd *pendingPub) fits(scope wire.Scope, key []byte, payloads [][]byte, maxFrame int) bool {
+	if !pd.mergeable || pd.scope != scope || !bytes.Equal(pd.key, key) || len(pd.ends)+len(payloads) > maxMergeRecords {
+		return false
+	}
+	n := pd.frameLen
+	for _, pl := range payloads {
+		n += 4 + len(pl)
+	}
+	return n-pd.frameLen+len(pd.arena) <= maxMergeBytes && (maxFrame <= 0 || n <= maxFrame)
+}
+
+// add copies a call's batch into queued request pd.
+func (pd *pendingPub) add(c call, payloads [][]byte, size int64) {
+	if len(pd.calls) > 0 {
+		for _, pl := range payloads {
+			pd.frameLen += 4 + len(pl)
+		}
+	}
+	for _, pl := range payloads {
+		pd.arena = append(pd.arena, pl...)
+		pd.ends = append(pd.ends, len(pd.arena))
+	}
+	pd.calls = append(pd.calls, c)
+	pd.bytes += size
+}
+
+// sendLocked numbers request pd, encodes it into the write buffer and
+// puts it in the fifo to await its acks.
+//
+// REQUIRES: p.mu is held.
+func (p *pubStream) sendLocked(pd *pendingPub, payloads [][]byte, scope wire.Scope, key []byte) {
+	p.mu.nextID++
+	pd.id = p.mu.nextID
+	pd.want = 1
+	if pd.mode == wire.AckPerMessage {
+		pd.want = uint32(len(payloads))
+	}
+	p.mu.buf = wire.AppendPublish(p.mu.buf, &wire.Publish{RequestID: pd.id, Ack: pd.mode, Key: key, Scope: scope, Payloads: payloads})
+	p.mu.fifo = append(p.mu.fifo, pd)
+	if h := p.c.testHookInflight; h != nil {
+		h(len(p.mu.fifo), p.mu.inflight)
+	}
+}
+
+// promoteLocked sends queued requests while the window and the write
+// buffer have room, and says whether it sent any. A merged request asks
+// for one ack: its calls' modes may differ, and one ack frame per record
+// would be all the broker sends.
+//
+// REQUIRES: p.mu is held.
+func (p *pubStream) promoteLocked() bool {
+	sent := false
+	for len(p.mu.queued) > 0 && len(p.mu.fifo) < p.c.ackWindow && len(p.mu.buf) < maxPendingWrite {
+		pd := p.mu.queued[0]
+		p.mu.queued[0] = nil
+		p.mu.queued = p.mu.queued[1:]
+		if len(pd.calls) > 1 {
+			pd.mode = wire.AckPerBatch
+		}
+		payloads := make([][]byte, len(pd.ends))
+		from := 0
+		for i, end := range pd.ends {
+			payloads[i] = pd.arena[from:end:end]
+			from = end
+		}
+		p.sendLocked(pd, payloads, pd.scope, pd.key)
+		pd.arena, pd.ends, pd.key = nil, nil, nil
+		sent = true
+	}
+	return sent
+}
+
+func (p *pubStream) wakeWriter() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
-	}
-	if pd == nil {
-		return PublishResult{}, nil
-	}
-	select {
-	case <-pd.done:
-		return pd.result, pd.err
-	case <-ctx.Done():
-		// The ack will still come and release the budget; the caller just
-		// stops waiting for it.
-		return PublishResult{}, ctx.Err()
 	}
 }
 
@@ -341,7 +518,8 @@ func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []by
 	return n
 }
 
-// writeLoop hands encoded publishes to QUIC; it exits when the client closes.
+// writeLoop hands encoded publishes to QUIC; it exits when the client
+// closes or a write fails.
 func (p *pubStream) writeLoop() {
 	defer p.c.wg.Done()
 	var spare []byte
@@ -355,6 +533,10 @@ func (p *pubStream) writeLoop() {
 		out := p.mu.buf
 		p.mu.buf = spare[:0]
 		p.mu.writing = len(out) > 0
+		// Room in the buffer: queued requests the window lets go move in.
+		if p.promoteLocked() {
+			p.wakeWriter()
+		}
 		p.broadcastLocked()
 		p.mu.Unlock()
 		if len(out) == 0 {
@@ -364,10 +546,19 @@ func (p *pubStream) writeLoop() {
 		_, err := p.st.Write(out)
 		p.mu.Lock()
 		p.mu.writing = false
+		if err != nil && p.mu.err == nil {
+			p.mu.err = fmt.Errorf("client: publish stream: %w", err)
+			var se *quic.StreamError
+			if !errors.As(err, &se) {
+				p.mu.err = p.c.closedErrOr(err) // the connection ended
+			}
+		}
 		p.broadcastLocked()
 		p.mu.Unlock()
 		if err != nil {
-			p.failAll(fmt.Errorf("client: publish stream: %w", err))
+			// readAcks fails what is outstanding (it alone calls promises):
+			// make sure its read ends.
+			p.st.CancelRead(0)
 			return
 		}
 		spare = out
@@ -380,7 +571,8 @@ func (p *pubStream) broadcastLocked() {
 	p.mu.changed = make(chan struct{})
 }
 
-// readAcks resolves acked publishes in order; it exits when the stream ends.
+// readAcks resolves acked publishes in order; it exits when the stream
+// ends, after failing every publish still outstanding.
 func (p *pubStream) readAcks() {
 	defer p.c.wg.Done()
 	defer close(p.acksDone)
@@ -419,10 +611,12 @@ func (p *pubStream) readAcks() {
 	}
 }
 
+// resolve counts an ack against the oldest request and, once it is
+// answered, sends what the freed slot lets go and calls its promises.
 func (p *pubStream) resolve(ack wire.Ack) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if len(p.mu.fifo) == 0 || p.mu.fifo[0].id != ack.RequestID {
+		p.mu.Unlock()
 		return fmt.Errorf("%w: ack for request %d out of order", ErrProtocol, ack.RequestID)
 	}
 	head := p.mu.fifo[0]
@@ -434,48 +628,90 @@ func (p *pubStream) resolve(ack wire.Ack) error {
 		head.err = ack.Err
 	}
 	if head.got < head.want && ack.Err == nil {
+		p.mu.Unlock()
 		return nil
 	}
 	p.mu.fifo[0] = nil
 	p.mu.fifo = p.mu.fifo[1:]
-	p.mu.inflight -= head.bytes
-	p.broadcastLocked()
-	close(head.done)
+	sent := p.promoteLocked()
+	p.mu.Unlock()
+	if sent {
+		p.wakeWriter()
+	}
+	p.complete([]*pendingPub{head}, nil)
 	return nil
 }
 
+// failAll ends the stream's publishing with err (the first error wins):
+// every request sent or queued fails, in order.
 func (p *pubStream) failAll(err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.mu.err == nil {
 		p.mu.err = err
 	}
-	for _, pd := range p.mu.fifo {
-		pd.err = p.mu.err
-		close(pd.done)
-	}
-	p.mu.fifo = nil
-	p.mu.inflight = 0
-	p.broadcastLocked()
+	err = p.mu.err
+	all := append(p.mu.fifo, p.mu.queued...)
+	p.mu.fifo, p.mu.queued = nil, nil
+	p.mu.Unlock()
+	p.complete(all, err)
 }
 
-// drain waits until every acked publish is answered and every buffered
-// fire-and-forget publish is handed to QUIC, or ctx ends.
-func (p *pubStream) drain(ctx context.Context) {
+// complete calls the promises of answered requests in order, then gives
+// their budget back. err, when set, overrides each request's own outcome.
+// Only readAcks calls it.
+func (p *pubStream) complete(pds []*pendingPub, err error) {
+	var freed int64
+	calls := 0
+	for _, pd := range pds {
+		res, perr := pd.result, pd.err
+		if err != nil {
+			perr = err
+		}
+		if perr != nil {
+			res = PublishResult{}
+		}
+		for _, c := range pd.calls {
+			if c.promise != nil {
+				c.promise(res, perr)
+			}
+			if res.HasOffset {
+				res.Offset += uint64(c.records)
+			}
+		}
+		freed += pd.bytes
+		calls += len(pd.calls)
+	}
+	p.mu.Lock()
+	p.mu.inflight -= freed
+	p.mu.unresolved -= calls
+	p.broadcastLocked()
+	p.mu.Unlock()
+}
+
+// drain waits until every acked publish is answered and its promise
+// returned, and every buffered fire-and-forget publish is handed to QUIC.
+// It returns ctx's error when ctx ends first, and the client's when the
+// connection ends (after readAcks failed what was outstanding).
+func (p *pubStream) drain(ctx context.Context) error {
 	for {
 		p.mu.Lock()
-		idle := len(p.mu.fifo) == 0 && len(p.mu.buf) == 0 && !p.mu.writing
+		idle := p.mu.unresolved == 0 && len(p.mu.buf) == 0 && !p.mu.writing
 		changed := p.mu.changed
 		p.mu.Unlock()
 		if idle {
-			return
+			return nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		case <-p.c.done:
-			return
+			select {
+			case <-p.acksDone:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return p.c.closedErr()
 		}
 	}
 }
@@ -487,7 +723,9 @@ func (p *pubStream) drain(ctx context.Context) {
 // QUIC has not sent yet, and without this the last fire-and-forget
 // publishes of a client that closes right after sending them were lost.
 func (p *pubStream) finish(ctx context.Context) {
-	p.drain(ctx)
+	if p.drain(ctx) != nil {
+		return // closing now is the best we can do
+	}
 	p.mu.Lock()
 	writing := p.mu.writing
 	p.mu.Unlock()

@@ -31,6 +31,7 @@ type connOpts struct {
 	insecure       bool
 	token          string
 	connectTimeout time.Duration
+	publishWindow  int // pub's --inflight: client.Options.PublishWindow
 }
 
 func (o *connOpts) register(fs *pflag.FlagSet) {
@@ -87,7 +88,7 @@ func (o *connOpts) dial(ctx context.Context) (*client.Client, error) {
 // ./felix-data/admin.token when it exists.
 func (o *connOpts) clientOptions() client.Options {
 	token, _ := flagOrEnvToken(o.token)
-	return client.Options{Tenant: o.tenant, Token: token, CAFile: o.caFile, Insecure: o.insecure}
+	return client.Options{Tenant: o.tenant, Token: token, CAFile: o.caFile, Insecure: o.insecure, PublishWindow: o.publishWindow}
 }
 
 // tokenEnv names the variable client commands read a token from.

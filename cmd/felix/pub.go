@@ -35,6 +35,8 @@ type pubOpts struct {
 	size      bytesValue
 	batchSize int
 	json      bool
+	jsonAcks  bool
+	inflight  int
 	quiet     bool
 
 	flags *pflag.FlagSet
@@ -51,6 +53,8 @@ func newPubCmd() *command {
 	fs.Var(&o.size, "size", "with --count: each generated message's size, bytes or a size like 1KiB")
 	fs.IntVar(&o.batchSize, "batch-size", 64, "with --ack batch: messages per batch (PublishBatch)")
 	fs.BoolVar(&o.json, "json", false, `print a summary object to stdout: {"published":N,"bytes":B,"seconds":S,"stream":"t/ns/s","ack":"message"}`)
+	fs.IntVar(&o.inflight, "inflight", 0, "with acks: acked publishes awaiting their ack at once (0: the broker's publish window)")
+	fs.BoolVar(&o.jsonAcks, "json-acks", false, `print one JSON line per acknowledged batch to stdout as its ack arrives, in order: {"offset":N,"count":M,"index":I} (offset on a durable stream; index is the batch's first message, counting this run's from 0)`)
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress or summary on stderr (errors still print)")
 	c := &command{
 		name:  "pub",
@@ -59,13 +63,18 @@ func newPubCmd() *command {
 		long: `Publishes each MESSAGE argument; with none (and no --count), one message per
 line of standard input, until end of input or SIGINT. With --count N,
 publishes N generated messages of --size bytes, reporting progress on stderr
-every second. Under --ack message and --ack batch, pub exits once the broker
-acknowledged every message; under --ack none, once it has read them all.
+every second. Under --ack message and --ack batch, publishes do not wait for
+each other's acks: up to --inflight are unanswered at once (more wait in the
+client and leave together), and pub exits once the broker acknowledged every
+message; under --ack none, once it has read them all. --json-acks prints each
+ack as it arrives, so a run that is killed has printed exactly what was
+acknowledged.
 
 Examples:
   felix pub --stream orders hello world
   tail -f app.log | felix pub --stream logs --ack batch
-  felix pub --stream bench --count 1000000 --size 128 --ack batch --json`,
+  felix pub --stream bench --count 1000000 --size 128 --ack batch --json
+  felix pub --stream ledger --count 1000 --json-acks`,
 		flags: fs,
 	}
 	c.run = o.run
@@ -77,11 +86,15 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	o.conn.publishWindow = o.inflight
 	c, err := o.conn.dial(ctx)
 	if err != nil {
 		return err
 	}
 	p := &publisher{c: c, stream: o.conn.streamRef(), mode: mode, batchSize: 1}
+	if o.jsonAcks {
+		p.acks = bufio.NewWriter(os.Stdout)
+	}
 	if mode == wire.AckPerBatch {
 		p.batchSize = o.batchSize
 	}
@@ -104,13 +117,17 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 	default:
 		err = p.publishLines(ctx, os.Stdin)
 	}
-	confirmed := p.sent.Load() // what the broker is known to have taken, for errors
-	// Close waits for outstanding acks and, under fire-and-forget, for the
-	// broker to have read every publish (it finishes the publish stream and
-	// waits for the broker's end of it), so nothing handed to the client is
-	// lost by exiting. Not ctx: a stdin run stopped by SIGINT still delivers
-	// what it read.
+	// Close waits for outstanding acks (their promises have all run when
+	// it returns; one not answered within closeTimeout fails) and, under
+	// fire-and-forget, for the broker to have read every publish (it
+	// finishes the publish stream and waits for the broker's end of it), so
+	// nothing handed to the client is lost by exiting. Not ctx: a stdin run
+	// stopped by SIGINT still delivers what it read.
 	closeClient(c)
+	if perr := p.failure(); perr != nil && (err == nil || errors.Is(err, perr)) {
+		err = perr
+	}
+	confirmed := p.sent.Load() // what the broker is known to have taken, for errors
 	if mode == wire.AckNone {
 		confirmed = 0 // under fire-and-forget, the broker confirms nothing
 		if err == nil {
@@ -184,6 +201,12 @@ func (o *pubOpts) check(args []string) (wire.AckMode, error) {
 		return 0, usagef("--batch-size must be at least 1, got %d", o.batchSize)
 	case mode != wire.AckPerBatch && o.flags.Changed("batch-size"):
 		return 0, usagef("--batch-size applies to --ack batch only")
+	case o.inflight < 0:
+		return 0, usagef("--inflight must not be negative, got %d", o.inflight)
+	case mode == wire.AckNone && o.flags.Changed("inflight"):
+		return 0, usagef("--inflight bounds acked publishes: not with --ack none")
+	case mode == wire.AckNone && o.jsonAcks:
+		return 0, usagef("--json-acks prints acks: not with --ack none")
 	}
 	return mode, nil
 }
@@ -227,19 +250,37 @@ func (o *pubOpts) progress(p *publisher) (stop func()) {
 }
 
 // publisher sends batches in its ack mode and counts what the broker took.
+// Acked batches go through Client.Produce; their promises, which run one
+// at a time in publish order on the client's ack goroutine, do the
+// counting and print --json-acks lines.
 type publisher struct {
 	c         *client.Client
 	stream    client.Stream
 	mode      wire.AckMode
 	opts      client.PublishOptions
-	batchSize int // messages per PublishBatch under --ack batch; 1 otherwise
+	batchSize int           // messages per batch under --ack batch; 1 otherwise
+	acks      *bufio.Writer // --json-acks; written by promises only
 
-	sent, bytes atomic.Int64 // read by the progress goroutine
+	issued      int64        // messages handed to Produce; the sending goroutine's
+	sent, bytes atomic.Int64 // acknowledged (or, fire-and-forget, sent); read by the progress goroutine
+	failed      atomic.Pointer[error]
 	// first and last are the offsets of the first and last records
-	// published, on a durable stream (hasOffset).
+	// acknowledged, on a durable stream (hasOffset). Promises write them;
+	// they are read after Close, which returns after the last promise.
 	first, last uint64
 	hasOffset   bool
+	line        []byte // a --json-acks line, reused
 }
+
+// failure is the first error an acked publish or its --json-acks line met.
+func (p *publisher) failure() error {
+	if e := p.failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (p *publisher) fail(err error) { p.failed.CompareAndSwap(nil, &err) }
 
 // noteOffset records an acked publish's offsets.
 func (p *publisher) noteOffset(res client.PublishResult, n int) {
@@ -252,37 +293,82 @@ func (p *publisher) noteOffset(res client.PublishResult, n int) {
 	p.last = res.Offset + uint64(n) - 1
 }
 
-// send publishes payloads in order: one PublishBatch under --ack batch,
-// else one Publish each. The client copies payloads before it returns, so
-// callers may reuse them.
+// send publishes payloads in order: under --ack batch as one batch, else
+// one publish each. Acked publishes return before their acks; the first
+// failed one stops the next send. The client copies payloads before it
+// returns, so callers may reuse them.
 func (p *publisher) send(ctx context.Context, payloads [][]byte) error {
-	if p.mode == wire.AckPerBatch {
-		res, err := p.c.PublishResult(ctx, p.stream, payloads, p.opts)
-		if err != nil {
-			return err
-		}
-		p.noteOffset(res, len(payloads))
-		p.count(payloads...)
-		return nil
+	if err := p.failure(); err != nil {
+		return err
 	}
-	for _, pl := range payloads {
-		res, err := p.c.PublishResult(ctx, p.stream, [][]byte{pl}, p.opts)
-		if err != nil {
+	switch p.mode {
+	case wire.AckNone:
+		for _, pl := range payloads {
+			if err := p.c.Publish(ctx, p.stream, pl, p.opts); err != nil {
+				return err
+			}
+			p.count(1, int64(len(pl)))
+		}
+		return nil
+	case wire.AckPerBatch:
+		return p.produce(ctx, payloads)
+	}
+	for i := range payloads {
+		if err := p.produce(ctx, payloads[i:i+1]); err != nil {
 			return err
 		}
-		p.noteOffset(res, 1)
-		p.count(pl)
 	}
 	return nil
 }
 
-func (p *publisher) count(payloads ...[]byte) {
+// produce hands one acked batch to the client.
+func (p *publisher) produce(ctx context.Context, payloads [][]byte) error {
+	index, n := p.issued, len(payloads)
 	var size int64
 	for _, pl := range payloads {
 		size += int64(len(pl))
 	}
+	err := p.c.Produce(ctx, p.stream, payloads, p.opts, func(res client.PublishResult, err error) {
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		p.noteOffset(res, n)
+		p.count(int64(n), size)
+		if p.acks != nil {
+			p.printAck(res, n, index)
+		}
+	})
+	if err == nil {
+		p.issued += int64(n)
+	}
+	return err
+}
+
+// printAck writes one --json-acks line and flushes it, so that whoever
+// reads stdout knows of the ack before the next one is printed.
+func (p *publisher) printAck(res client.PublishResult, n int, index int64) {
+	b := append(p.line[:0], '{')
+	if res.HasOffset {
+		b = append(b, `"offset":`...)
+		b = strconv.AppendUint(b, res.Offset, 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"count":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, index, 10)
+	b = append(b, "}\n"...)
+	p.line = b
+	_, _ = p.acks.Write(b)
+	if err := p.acks.Flush(); err != nil {
+		p.fail(fmt.Errorf("print an ack: %w", err))
+	}
+}
+
+func (p *publisher) count(n, size int64) {
 	p.bytes.Add(size)
-	p.sent.Add(int64(len(payloads)))
+	p.sent.Add(n)
 }
 
 func (p *publisher) publishArgs(ctx context.Context, args []string) error {
