@@ -49,6 +49,9 @@ type PublishOptions struct {
 	FireAndForget bool
 	// Key routes the batch to a shard.
 	Key []byte
+
+	// expected makes the publish conditional (PublishIf).
+	expected *uint64
 }
 
 // PublishResult is what an acked publish learned.
@@ -84,6 +87,30 @@ func (c *Client) PublishResult(ctx context.Context, s Stream, payloads [][]byte,
 		return PublishResult{}, err
 	}
 	return ps.publish(ctx, scope, payloads, withDefaultAck(o, wire.AckPerBatch))
+}
+
+// PublishIf writes payloads only if they would start at offset expected
+// (the shard's next offset): of several writers expecting the same offset,
+// exactly one is written. It returns the offset written at, or a
+// *wire.RefusedError (errors.Is(err, wire.ErrOffsetMismatch)) whose Tail is
+// the shard's next offset, and then nothing was written and no offset was
+// used. Durable streams only; the broker must grant
+// wire.FeaturePublishConditional. On a lost answer (a context that ended,
+// a lost connection) do not resend blindly: read the shard at expected to
+// see whether it was written.
+func (c *Client) PublishIf(ctx context.Context, s Stream, payloads [][]byte, expected uint64, o PublishOptions) (uint64, error) {
+	if len(payloads) == 0 {
+		return 0, errors.New("client: PublishIf of an empty batch")
+	}
+	if c.features&wire.FeaturePublishConditional == 0 {
+		return 0, wire.NewError(wire.CodeInvalidRequest, "the broker does not offer conditional publishes (FeaturePublishConditional)")
+	}
+	o.Ack, o.FireAndForget, o.expected = wire.AckPerBatch, false, &expected
+	res, err := c.PublishResult(ctx, s, payloads, o)
+	if err != nil {
+		return 0, err
+	}
+	return res.Offset, nil
 }
 
 func withDefaultAck(o PublishOptions, mode wire.AckMode) PublishOptions {
@@ -303,6 +330,7 @@ type pendingPub struct {
 	ends      []int // payload i is arena[ends[i-1]:ends[i]]
 	frameLen  int
 	mergeable bool
+	expected  *uint64 // a conditional publish's expected offset
 }
 
 func newPubStream(c *Client, st *quic.Stream) *pubStream {
@@ -357,9 +385,12 @@ func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]
 	for _, pl := range payloads {
 		size += int64(len(pl))
 	}
+	// A conditional publish is a request of its own: merged, its expected
+	// offset would not be its own.
+	mergeable = mergeable && o.expected == nil
 	// The broker ends a stream that sends a frame over its cap, which would
 	// fail every publish of this client from then on: refuse it here.
-	n := publishLen(scope, payloads, mode, o.Key)
+	n := publishLen(scope, payloads, mode, o.Key, o.expected != nil)
 	if p.c.maxFrame > 0 && n > p.c.maxFrame {
 		return wire.NewError(wire.CodeInvalidRequest, "publish frame of %d bytes is over the broker's max_frame_bytes %d", n, p.c.maxFrame)
 	}
@@ -404,7 +435,7 @@ func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]
 	}
 	c := call{records: len(payloads), promise: promise}
 	if len(p.mu.queued) == 0 && len(p.mu.fifo) < p.c.ackWindow && len(p.mu.buf) < maxPendingWrite {
-		pd := &pendingPub{mode: mode, bytes: size}
+		pd := &pendingPub{mode: mode, bytes: size, expected: o.expected}
 		pd.calls = append(pd.one[:0], c)
 		p.sendLocked(pd, payloads, scope, o.Key)
 		p.mu.Unlock()
@@ -414,7 +445,7 @@ func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]
 	if k := len(p.mu.queued); k > 0 && mergeable && p.mu.queued[k-1].fits(scope, o.Key, payloads, p.c.maxFrame) {
 		p.mu.queued[k-1].add(c, payloads, size)
 	} else {
-		pd := &pendingPub{mode: mode, scope: scope, key: bytes.Clone(o.Key), mergeable: mergeable, frameLen: n}
+		pd := &pendingPub{mode: mode, scope: scope, key: bytes.Clone(o.Key), mergeable: mergeable, frameLen: n, expected: o.expected}
 		pd.calls = pd.one[:0]
 		pd.add(c, payloads, size)
 		p.mu.queued = append(p.mu.queued, pd)
@@ -461,7 +492,11 @@ func (p *pubStream) sendLocked(pd *pendingPub, payloads [][]byte, scope wire.Sco
 	if pd.mode == wire.AckPerMessage {
 		pd.want = uint32(len(payloads))
 	}
-	p.mu.buf = wire.AppendPublish(p.mu.buf, &wire.Publish{RequestID: pd.id, Ack: pd.mode, Key: key, Scope: scope, Payloads: payloads})
+	wp := &wire.Publish{RequestID: pd.id, Ack: pd.mode, Key: key, Scope: scope, Payloads: payloads}
+	if pd.expected != nil {
+		wp.Conditional, wp.Expected = true, *pd.expected
+	}
+	p.mu.buf = wire.AppendPublish(p.mu.buf, wp)
 	p.mu.fifo = append(p.mu.fifo, pd)
 	if h := p.c.testHookInflight; h != nil {
 		h(len(p.mu.fifo), p.mu.inflight)
@@ -504,7 +539,7 @@ func (p *pubStream) wakeWriter() {
 }
 
 // publishLen is the payload length wire.AppendPublish writes for a publish.
-func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []byte) int {
+func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []byte, conditional bool) int {
 	n := 2 + len(scope.Tenant) + 2 + len(scope.Namespace) + 2 + len(scope.Stream) + 4 + 4*len(payloads)
 	for _, pl := range payloads {
 		n += len(pl)
@@ -514,6 +549,9 @@ func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []by
 	}
 	if key != nil {
 		n += 2 + len(key)
+	}
+	if conditional {
+		n += 8
 	}
 	return n
 }
@@ -588,10 +626,23 @@ func (p *pubStream) readAcks() {
 			return
 		}
 		if h.Flags == 0 {
-			// An error for a fire-and-forget publish (bad stream name, overload).
 			msg, err := wire.DecodeMessage(payload)
-			if e, ok := msg.(*wire.ErrorMsg); ok && err == nil {
-				p.c.setAsyncErr(e.Err())
+			switch m := msg.(type) {
+			case *wire.ErrorMsg:
+				// An error for a fire-and-forget publish (bad stream name, overload).
+				if err == nil {
+					p.c.setAsyncErr(m.Err())
+				}
+				continue
+			case *wire.PublishRefused:
+				// A conditional publish not written: its answer in order.
+				if err == nil {
+					err = p.refused(m)
+				}
+				if err != nil {
+					p.failAll(err)
+					return
+				}
 			}
 			continue
 		}
@@ -631,6 +682,27 @@ func (p *pubStream) resolve(ack wire.Ack) error {
 		p.mu.Unlock()
 		return nil
 	}
+	p.mu.fifo[0] = nil
+	p.mu.fifo = p.mu.fifo[1:]
+	sent := p.promoteLocked()
+	p.mu.Unlock()
+	if sent {
+		p.wakeWriter()
+	}
+	p.complete([]*pendingPub{head}, nil)
+	return nil
+}
+
+// refused answers the oldest request, a conditional publish the broker
+// did not write, with its refusal.
+func (p *pubStream) refused(m *wire.PublishRefused) error {
+	p.mu.Lock()
+	if len(p.mu.fifo) == 0 || p.mu.fifo[0].id != m.RequestID || p.mu.fifo[0].expected == nil {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: publish_refused for request %d out of order", ErrProtocol, m.RequestID)
+	}
+	head := p.mu.fifo[0]
+	head.err = m.Err()
 	p.mu.fifo[0] = nil
 	p.mu.fifo = p.mu.fifo[1:]
 	sent := p.promoteLocked()

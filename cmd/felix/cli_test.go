@@ -836,3 +836,30 @@ func containsLine(s, want string) bool {
 	}
 	return false
 }
+
+// TestPubIfOffset: felix pub --if-offset writes only at the expected offset;
+// a stale one exits 1 naming the stream's next offset, and writes nothing.
+func TestPubIfOffset(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	conn := []string{"--broker", b.addr, "--ca", b.ca, "--token", b.token}
+	felix := func(args ...string) *proc { return runFelix(t, opts{}, append(args, conn...)...) }
+	felix("stream", "create", "--stream", "ledger", "--durable").wantExit(t, 0)
+	first := felix("pub", "--stream", "ledger", "--if-offset", "0", "a", "b")
+	first.wantExit(t, 0)
+	if !strings.Contains(first.stderr.String(), "at offset 0") {
+		t.Errorf("pub --if-offset 0 said %q, want it to name offset 0", first.stderr)
+	}
+	stale := felix("pub", "--stream", "ledger", "--if-offset", "0", "--json", "c")
+	stale.wantExit(t, 1)
+	if !strings.Contains(stale.stderr.String(), "next offset is 2") || !strings.Contains(stale.stdout.String(), `"written":false`) {
+		t.Errorf("a stale --if-offset: stderr %q, stdout %q; want the next offset 2 and written false", stale.stderr, stale.stdout)
+	}
+	felix("pub", "--stream", "ledger", "--if-offset", "2", "c").wantExit(t, 0)
+	read := felix("read", "--stream", "ledger", "--from", "0")
+	read.wantExit(t, 0)
+	if got := strings.Count(read.stdout.String(), "\n"); got != 3 {
+		t.Errorf("the log holds %d records after two writes and a refusal, want 3:\n%s", got, read.stdout)
+	}
+	felix("pub", "--stream", "ledger", "--if-offset", "3").wantExit(t, 2) // no message
+}

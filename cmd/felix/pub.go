@@ -37,6 +37,7 @@ type pubOpts struct {
 	json      bool
 	jsonAcks  bool
 	inflight  int
+	ifOffset  uint64
 	quiet     bool
 
 	flags *pflag.FlagSet
@@ -55,6 +56,7 @@ func newPubCmd() *command {
 	fs.BoolVar(&o.json, "json", false, `print a summary object to stdout: {"published":N,"bytes":B,"seconds":S,"stream":"t/ns/s","ack":"message"}`)
 	fs.IntVar(&o.inflight, "inflight", 0, "with acks: acked publishes awaiting their ack at once (0: the broker's publish window)")
 	fs.BoolVar(&o.jsonAcks, "json-acks", false, `print one JSON line per acknowledged batch to stdout as its ack arrives, in order: {"offset":N,"count":M,"index":I} (offset on a durable stream; index is the batch's first message, counting this run's from 0)`)
+	fs.Uint64Var(&o.ifOffset, "if-offset", 0, "publish the MESSAGE arguments as one batch only if it would start at this offset (a durable stream's next offset); otherwise nothing is written and felix exits 1 naming the stream's next offset")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress or summary on stderr (errors still print)")
 	c := &command{
 		name:  "pub",
@@ -90,6 +92,10 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 	c, err := o.conn.dial(ctx)
 	if err != nil {
 		return err
+	}
+	if o.flags.Changed("if-offset") {
+		defer closeClient(c)
+		return o.publishIf(ctx, c, args)
 	}
 	p := &publisher{c: c, stream: o.conn.streamRef(), mode: mode, batchSize: 1}
 	if o.jsonAcks {
@@ -207,6 +213,8 @@ func (o *pubOpts) check(args []string) (wire.AckMode, error) {
 		return 0, usagef("--inflight bounds acked publishes: not with --ack none")
 	case mode == wire.AckNone && o.jsonAcks:
 		return 0, usagef("--json-acks prints acks: not with --ack none")
+	case o.flags.Changed("if-offset") && (len(args) == 0 || o.count > 0 || o.flags.Changed("ack") || o.jsonAcks || o.flags.Changed("key")):
+		return 0, usagef("--if-offset publishes the MESSAGE arguments as one acked batch: give messages, and not --count, --ack, --key or --json-acks")
 	}
 	return mode, nil
 }
@@ -535,4 +543,31 @@ func formatDuration(d time.Duration) string {
 		return d.Round(10 * time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
+}
+
+// publishIf publishes args as one conditional batch (--if-offset): written
+// at the expected offset, or refused with the stream's next offset.
+func (o *pubOpts) publishIf(ctx context.Context, c *client.Client, args []string) error {
+	payloads := make([][]byte, len(args))
+	for i, a := range args {
+		payloads[i] = []byte(a)
+	}
+	off, err := c.PublishIf(ctx, o.conn.streamRef(), payloads, o.ifOffset, client.PublishOptions{})
+	var refused *wire.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		if o.json {
+			fmt.Printf("{\"written\":false,\"expected\":%d,\"tail\":%d}\n", refused.Expected, refused.Tail)
+		}
+		return fmt.Errorf("not written: %s's next offset is %d, not %d (nothing was written; read from %d to see what another writer wrote)",
+			o.conn.scope(), refused.Tail, refused.Expected, refused.Expected)
+	case err != nil:
+		return o.explainPublishError(err, 0)
+	}
+	if o.json {
+		fmt.Printf("{\"written\":true,\"offset\":%d,\"count\":%d}\n", off, len(payloads))
+	} else if !o.quiet {
+		fmt.Fprintf(os.Stderr, "published %d %s to %s at offset %d\n", len(payloads), plural(int64(len(payloads)), "message"), o.conn.scope(), off)
+	}
+	return nil
 }
