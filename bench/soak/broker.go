@@ -248,6 +248,10 @@ type brokerMetrics struct {
 	ConnEvents      map[string]float64 `json:"connection_events"`    // felix_connections_total by event
 	QuotaRefused    map[string]float64 `json:"quota_refused"`        // felix_quota_refused_total by limit
 	Restarts        float64            `json:"actor_restarts"`       // felix_actor_restarts_total
+	// The Go runtime's view, to tell live heap from RSS the runtime has
+	// not returned: go_memstats_heap_inuse_bytes and go_goroutines.
+	HeapInuse  float64 `json:"heap_inuse_bytes"`
+	Goroutines float64 `json:"goroutines"`
 }
 
 const scrapeTimeout = 5 * time.Second
@@ -304,6 +308,10 @@ func (b *brokerProc) scrape(ctx context.Context) (brokerMetrics, error) {
 				m.QuotaRefused[label] += v
 			case "felix_actor_restarts_total":
 				m.Restarts += v
+			case "go_memstats_heap_inuse_bytes":
+				m.HeapInuse += v
+			case "go_goroutines":
+				m.Goroutines += v
 			}
 		}
 	}

@@ -17,6 +17,9 @@ type Phase struct {
 	FDs       int     `json:"fds"`
 	Conns     float64 `json:"connections_open"`
 	Subs      float64 `json:"subscriptions"`
+	// HeapInuse and Goroutines are the broker's Go runtime gauges.
+	HeapInuse  int64 `json:"heap_inuse_bytes"`
+	Goroutines int   `json:"goroutines"`
 }
 
 // Summary is what a run reports. Memory and descriptors are the broker
@@ -35,17 +38,19 @@ type Summary struct {
 	SubscribeSeconds float64 `json:"subscribe_s"`
 	LoadSeconds      float64 `json:"load_s"`
 
-	Phases     []Phase `json:"phases"`
-	Samples    int     `json:"samples"`
-	PeakRSS    int64   `json:"peak_rss_bytes"`     // the largest VmRSS sampled
-	PeakHWM    int64   `json:"peak_vmhwm_bytes"`   // VmHWM: the kernel's own peak, between samples too
-	PeakFDs    int     `json:"peak_fds"`           // the most open descriptors sampled
-	FinalRSS   int64   `json:"final_rss_bytes"`    // at the end of the load
-	FinalFDs   int     `json:"final_fds"`          // at the end of the load
-	ClosedRSS  int64   `json:"closed_rss_bytes"`   // after every client closed
-	ClosedFDs  int     `json:"closed_fds"`         // after every client closed
-	PerConnKiB float64 `json:"per_connection_kib"` // RSS growth while connecting, per connection
-	PerSubKiB  float64 `json:"per_subscription_kib"`
+	Phases         []Phase `json:"phases"`
+	Samples        int     `json:"samples"`
+	PeakRSS        int64   `json:"peak_rss_bytes"`        // the largest VmRSS sampled
+	PeakHWM        int64   `json:"peak_vmhwm_bytes"`      // VmHWM: the kernel's own peak, between samples too
+	PeakFDs        int     `json:"peak_fds"`              // the most open descriptors sampled
+	PeakHeapInuse  int64   `json:"peak_heap_inuse_bytes"` // the broker's Go heap in use, sampled
+	PeakGoroutines int     `json:"peak_goroutines"`
+	FinalRSS       int64   `json:"final_rss_bytes"`    // at the end of the load
+	FinalFDs       int     `json:"final_fds"`          // at the end of the load
+	ClosedRSS      int64   `json:"closed_rss_bytes"`   // after every client closed
+	ClosedFDs      int     `json:"closed_fds"`         // after every client closed
+	PerConnKiB     float64 `json:"per_connection_kib"` // RSS growth while connecting, per connection
+	PerSubKiB      float64 `json:"per_subscription_kib"`
 
 	PeakConns        float64 `json:"peak_connections_open"` // the broker's gauge, hostile ones included
 	PeakSubs         float64 `json:"peak_subscriptions"`
@@ -95,12 +100,14 @@ func (s *Summary) printTable(w io.Writer) {
 	row("load", "%.0f s", s.LoadSeconds)
 	row("peak RSS", "%.1f MiB sampled, %.1f MiB VmHWM", mib(s.PeakRSS), mib(s.PeakHWM))
 	row("peak fds", "%d", s.PeakFDs)
+	row("peak Go heap", "%.1f MiB in use, %d goroutines (the broker's runtime gauges)", mib(s.PeakHeapInuse), s.PeakGoroutines)
 	row("end of load", "RSS %.1f MiB, %d fds", mib(s.FinalRSS), s.FinalFDs)
 	row("after close", "RSS %.1f MiB, %d fds, broker counts %.0f connections, %.0f subscriptions", mib(s.ClosedRSS), s.ClosedFDs, s.ClosedConns, s.ClosedSubs)
 	row("per connection", "%.1f KiB RSS (growth while connecting)", s.PerConnKiB)
 	row("per subscription", "%.1f KiB RSS (growth while subscribing)", s.PerSubKiB)
 	for _, p := range s.Phases {
-		row("  phase "+p.Name, "at %5.0f s: RSS %7.1f MiB, %5d fds, %5.0f conns, %6.0f subs", p.AtSeconds, mib(p.RSS), p.FDs, p.Conns, p.Subs)
+		row("  phase "+p.Name, "at %5.0f s: RSS %7.1f MiB, heap %7.1f MiB, %6d goroutines, %5d fds, %5.0f conns, %6.0f subs",
+			p.AtSeconds, mib(p.RSS), mib(p.HeapInuse), p.Goroutines, p.FDs, p.Conns, p.Subs)
 	}
 	row("published", "%d msgs (%.0f/s)", s.Published, s.PublishedPerSec)
 	row("delivered", "%d msgs (%.0f/s); missed %d, out of order %d, lagged and resumed %d; broker: %.0f dropped batches",

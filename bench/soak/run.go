@@ -47,6 +47,8 @@ type run struct {
 type peaks struct {
 	RSS, HWM     int64
 	FDs          int
+	HeapInuse    float64
+	Goroutines   float64
 	Conns, Subs  float64
 	HostileConns int64
 	Samples      int
@@ -309,7 +311,7 @@ func (r *run) sampler(ctx context.Context, stop <-chan struct{}, done chan<- str
 func (r *run) snapshot(ctx context.Context, phase string) sample {
 	s := r.take(ctx, phase)
 	p := Phase{Name: phase, AtSeconds: s.At.Seconds(), RSS: s.Proc.RSS, FDs: s.Proc.FDs,
-		Conns: s.M.ConnectionsOpen, Subs: s.M.Subscriptions}
+		Conns: s.M.ConnectionsOpen, Subs: s.M.Subscriptions, HeapInuse: int64(s.M.HeapInuse), Goroutines: int(s.M.Goroutines)}
 	r.mu.Lock()
 	r.phases = append(r.phases, p)
 	r.mu.Unlock()
@@ -338,6 +340,7 @@ func (r *run) take(ctx context.Context, phase string) sample {
 	}
 	if s.MErr == nil {
 		pk.Conns, pk.Subs = max(pk.Conns, s.M.ConnectionsOpen), max(pk.Subs, s.M.Subscriptions)
+		pk.HeapInuse, pk.Goroutines = max(pk.HeapInuse, s.M.HeapInuse), max(pk.Goroutines, s.M.Goroutines)
 	}
 	pk.HostileConns = max(pk.HostileConns, hostileConns)
 	if s.LiveErr != nil {
@@ -356,8 +359,8 @@ func (r *run) take(ctx context.Context, phase string) sample {
 	r.mu.Unlock()
 
 	var line strings.Builder
-	fmt.Fprintf(&line, "soak %5.0fs %-10s rss %7.1f MiB  fds %5d  conns %5.0f  subs %6.0f", s.At.Seconds(), phase,
-		mib(s.Proc.RSS), s.Proc.FDs, s.M.ConnectionsOpen, s.M.Subscriptions)
+	fmt.Fprintf(&line, "soak %5.0fs %-10s rss %7.1f MiB  heap %7.1f MiB  gor %6.0f  fds %5d  conns %5.0f  subs %6.0f", s.At.Seconds(), phase,
+		mib(s.Proc.RSS), s.M.HeapInuse/(1<<20), s.M.Goroutines, s.Proc.FDs, s.M.ConnectionsOpen, s.M.Subscriptions)
 	if l != nil {
 		fmt.Fprintf(&line, "  pub %9d  deliv %11d  missed %d  errs %d", l.published.Load(), l.delivered.Load(), l.missed.Load(), l.errs.total.Load())
 	}
@@ -403,6 +406,7 @@ func (r *run) finish(sum *Summary, b *brokerProc) {
 	r.mu.Unlock()
 	sum.PeakRSS, sum.PeakHWM, sum.PeakFDs = pk.RSS, pk.HWM, pk.FDs
 	sum.PeakConns, sum.PeakSubs, sum.PeakHostileConns = pk.Conns, pk.Subs, pk.HostileConns
+	sum.PeakHeapInuse, sum.PeakGoroutines = int64(pk.HeapInuse), int(pk.Goroutines)
 	sum.Samples, sum.LiveFailures, sum.LiveFailedAt = pk.Samples, pk.LiveFailures, pk.LiveFailedAt
 	sum.Machine = fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s/%s, %s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	sum.Command = strings.Join(os.Args, " ")
