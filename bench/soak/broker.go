@@ -252,6 +252,11 @@ type brokerMetrics struct {
 	// not returned: go_memstats_heap_inuse_bytes and go_goroutines.
 	HeapInuse  float64 `json:"heap_inuse_bytes"`
 	Goroutines float64 `json:"goroutines"`
+	// NextGC is go_memstats_next_gc_bytes: under GOGC=100 the heap goal
+	// is twice what the last collection found live, so half of it is the
+	// live heap as of LastGC (go_memstats_last_gc_time_seconds, Unix).
+	NextGC float64 `json:"next_gc_bytes"`
+	LastGC float64 `json:"last_gc_unix_s"`
 }
 
 const scrapeTimeout = 5 * time.Second
@@ -312,6 +317,10 @@ func (b *brokerProc) scrape(ctx context.Context) (brokerMetrics, error) {
 				m.HeapInuse += v
 			case "go_goroutines":
 				m.Goroutines += v
+			case "go_memstats_next_gc_bytes":
+				m.NextGC += v
+			case "go_memstats_last_gc_time_seconds":
+				m.LastGC += v
 			}
 		}
 	}

@@ -57,6 +57,7 @@ type config struct {
 	Hostile    bool          `json:"hostile"`
 	Sample     time.Duration `json:"sample"`
 	Setup      time.Duration `json:"setup_timeout"`
+	Settle     time.Duration `json:"settle"`
 	Felix      string        `json:"felix"`
 	// BrokerArgs are extra flags for `felix broker`.
 	BrokerArgs []string `json:"broker_args,omitempty"`
@@ -83,6 +84,7 @@ func main() {
 	fs.BoolVar(&cfg.Hostile, "hostile", true, "run the hostile clients")
 	fs.DurationVar(&cfg.Sample, "sample", 5*time.Second, "how often to sample the broker")
 	fs.DurationVar(&cfg.Setup, "setup-timeout", 5*time.Minute, "how long connecting and subscribing may take; the load starts with what was reached")
+	fs.DurationVar(&cfg.Settle, "settle", 0, "after every client closed, wait up to this long for the broker's next garbage collection (it runs one at least every 2m) and sample again: what it kept of the run")
 	fs.StringVar(&cfg.Felix, "felix", "", "the felix binary to run (default: go build ./cmd/felix into a temp dir)")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON on stdout (the table goes to stderr)")
 	if err := fs.Parse(os.Args[1:]); err != nil {

@@ -20,6 +20,9 @@ type Phase struct {
 	// HeapInuse and Goroutines are the broker's Go runtime gauges.
 	HeapInuse  int64 `json:"heap_inuse_bytes"`
 	Goroutines int   `json:"goroutines"`
+	// LiveAtGC is half the broker's next GC goal: its live heap as of its
+	// last collection (GOGC=100), which garbage does not inflate.
+	LiveAtGC int64 `json:"live_heap_at_last_gc_bytes"`
 }
 
 // Summary is what a run reports. Memory and descriptors are the broker
@@ -106,8 +109,8 @@ func (s *Summary) printTable(w io.Writer) {
 	row("per connection", "%.1f KiB RSS (growth while connecting)", s.PerConnKiB)
 	row("per subscription", "%.1f KiB RSS (growth while subscribing)", s.PerSubKiB)
 	for _, p := range s.Phases {
-		row("  phase "+p.Name, "at %5.0f s: RSS %7.1f MiB, heap %7.1f MiB, %6d goroutines, %5d fds, %5.0f conns, %6.0f subs",
-			p.AtSeconds, mib(p.RSS), mib(p.HeapInuse), p.Goroutines, p.FDs, p.Conns, p.Subs)
+		row("  phase "+p.Name, "at %5.0f s: RSS %7.1f MiB, heap %7.1f MiB (live at last GC %6.1f), %6d goroutines, %5d fds, %5.0f conns, %6.0f subs",
+			p.AtSeconds, mib(p.RSS), mib(p.HeapInuse), mib(p.LiveAtGC), p.Goroutines, p.FDs, p.Conns, p.Subs)
 	}
 	row("published", "%d msgs (%.0f/s)", s.Published, s.PublishedPerSec)
 	row("delivered", "%d msgs (%.0f/s); missed %d, out of order %d, lagged and resumed %d; broker: %.0f dropped batches",

@@ -236,6 +236,19 @@ func (r *run) drive(ctx context.Context, b *brokerProc) (*Summary, error) {
 		sum.Problems = append(sum.Problems, fmt.Sprintf("%s after every client closed the broker still counts %.0f connections and %.0f subscriptions",
 			releaseWait, closed.M.ConnectionsOpen, closed.M.Subscriptions))
 	}
+	if r.cfg.Settle > 0 {
+		// The runtime collects at least every 2 minutes: wait for one
+		// collection after the close, so the live heap it finds says what
+		// the broker kept of the run, garbage aside.
+		r.setPhase("settle")
+		closedAt := float64(time.Now().UnixNano()) / 1e9
+		for deadline := time.Now().Add(r.cfg.Settle); time.Now().Before(deadline); time.Sleep(time.Second) {
+			if m, err := b.scrape(context.Background()); err == nil && m.LastGC > closedAt {
+				break
+			}
+		}
+		r.snapshot(context.Background(), "settled")
+	}
 	if err := b.live(context.Background()); err != nil {
 		sum.LiveError = err.Error()
 	} else {
@@ -311,7 +324,8 @@ func (r *run) sampler(ctx context.Context, stop <-chan struct{}, done chan<- str
 func (r *run) snapshot(ctx context.Context, phase string) sample {
 	s := r.take(ctx, phase)
 	p := Phase{Name: phase, AtSeconds: s.At.Seconds(), RSS: s.Proc.RSS, FDs: s.Proc.FDs,
-		Conns: s.M.ConnectionsOpen, Subs: s.M.Subscriptions, HeapInuse: int64(s.M.HeapInuse), Goroutines: int(s.M.Goroutines)}
+		Conns: s.M.ConnectionsOpen, Subs: s.M.Subscriptions, HeapInuse: int64(s.M.HeapInuse), Goroutines: int(s.M.Goroutines),
+		LiveAtGC: int64(s.M.NextGC / 2)}
 	r.mu.Lock()
 	r.phases = append(r.phases, p)
 	r.mu.Unlock()
