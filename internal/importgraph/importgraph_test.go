@@ -70,6 +70,8 @@ var layers = []struct {
 		"an example uses only what a program outside this module can import: nothing under internal/"},
 	{"bench/chart", nil,
 		"the chart tool reads result files only"},
+	{"bench/soak", []string{"client", "internal/quicconf", "wire"},
+		"the soak benchmark runs felix as a child process and drives it from outside: the client, and raw QUIC speaking wire frames for its hostile clients"},
 	{"internal/importgraph", nil,
 		"this test's package has no code"},
 }
