@@ -18,7 +18,14 @@ import (
 type Directory struct {
 	mu      sync.Mutex
 	entries map[string]*Entry
+	// pruneAt is the size at which Add next drops stopped actors' entries:
+	// without it a broker nobody scrapes kept an entry for every connection
+	// and subscription it ever had.
+	pruneAt int
 }
+
+// minPruneAt is the smallest size at which Add prunes.
+const minPruneAt = 1024
 
 // Entry is one actor's record. Labels are set at registration and never
 // change; the counters are atomics.
@@ -56,6 +63,27 @@ func (d *Directory) Add(pid *actor.PID, kind Kind, mb *Mailbox, labels map[strin
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.entries[pid.Id] = &Entry{PID: pid, Kind: kind, Mailbox: mb, Labels: labels}
+	if len(d.entries) >= max(d.pruneAt, minPruneAt) {
+		// Amortised: the next prune waits until the live ones doubled.
+		d.pruneLocked()
+		d.pruneAt = 2 * len(d.entries)
+	}
+}
+
+// pruneLocked drops the entries of stopped actors. REQUIRES: d.mu is held.
+func (d *Directory) pruneLocked() {
+	for path, e := range d.entries {
+		if e.Mailbox != nil && e.Mailbox.IsClosed() {
+			delete(d.entries, path)
+		}
+	}
+}
+
+// Len is the number of entries held, stopped actors' included until pruned.
+func (d *Directory) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.entries)
 }
 
 // RecordFailure counts a supervisor decision on the actor at path.
