@@ -1031,7 +1031,11 @@ func TestConnectionChurnLeavesNothing(t *testing.T) {
 			t.Fatalf("silent connection: %v", err)
 		}
 	}
-	// The broker must be back to where it was once the connections are gone.
+	// The broker must be back to where it was once the connections are
+	// gone: first it has seen them all go (a connection counts as open
+	// until every one of its stream goroutines returned), then nothing of
+	// theirs is left.
+	waitGauge(t, b, "felix_connections_open", 1)
 	goleak.VerifyNone(t, append(leakOptions(), baseline)...)
 	if err := pub.Publish(ctx, st, []byte("still"), client.PublishOptions{}); err != nil {
 		t.Fatalf("publish after churn: %v", err)
