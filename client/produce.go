@@ -98,3 +98,32 @@ func (c *Client) Flush(ctx context.Context) error {
 // unanswered: the broker's publish window (or Options.PublishWindow, when
 // lower), or 1 when the broker does not pipeline.
 func (c *Client) PublishWindow() int { return c.ackWindow }
+
+// ProduceIf is PublishIf without waiting: payloads are written only if
+// they would start at offset expected, and promise gets the offset written
+// at or the *wire.RefusedError (errors.Is(err, wire.ErrOffsetMismatch))
+// whose Tail is the stream's next offset. A single writer that owns a
+// stream pipelines its conditional batches with it, each expecting where
+// the one before ends. Each batch is checked on its own, in order: when
+// another writer slipped a record in, the batch expecting that offset is
+// refused, but a later pipelined batch whose expected offset happens to
+// equal the new tail is written (after the intruder's record, not after
+// the refused batch). So a writer that pipelines must treat its first
+// refusal as having lost the stream: stop, read from the refused batch's
+// expected offset to see what was written, and decide. A conditional batch
+// is never merged with another. The rest is as Produce.
+func (c *Client) ProduceIf(ctx context.Context, s Stream, payloads [][]byte, expected uint64, o PublishOptions, promise func(PublishResult, error)) error {
+	if len(payloads) == 0 {
+		return ErrEmptyBatch
+	}
+	if c.features&wire.FeaturePublishConditional == 0 {
+		return wire.NewError(wire.CodeInvalidRequest, "the broker does not offer conditional publishes (FeaturePublishConditional)")
+	}
+	o.Ack, o.FireAndForget, o.expected = wire.AckPerBatch, false, &expected
+	scope := s.scope(c)
+	ps, err := c.pubs.stream(scope)
+	if err != nil {
+		return err
+	}
+	return ps.enqueue(ctx, scope, payloads, o, false, promise)
+}
