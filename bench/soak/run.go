@@ -68,7 +68,20 @@ type sample struct {
 }
 
 func newRun(cfg config, out io.Writer) *run {
-	return &run{cfg: cfg, out: out, phase: "starting"}
+	// The sampler and the driver both print progress.
+	return &run{cfg: cfg, out: &lockedWriter{w: out}, phase: "starting"}
+}
+
+// lockedWriter serialises writes to w from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // abort is the hard deadline: kill the broker, say so, exit.
