@@ -7,6 +7,7 @@ import (
 
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/metadata"
+	"github.com/getfelix/felix-go/routing"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
@@ -27,7 +28,7 @@ func toMeta(d streams.Def) metadata.StreamDef {
 }
 
 func fromMeta(m metadata.StreamDef) (streams.Def, error) {
-	r, err := streams.ParseRouting(m.Routing)
+	r, err := routing.Parse(m.Routing)
 	if err != nil {
 		return streams.Def{}, err
 	}
@@ -66,7 +67,7 @@ func (c *conn) CreateStream(ctx context.Context, spec *service.StreamSpec) (*ser
 	if err := c.authorize(auth.ActionStreamManage, spec.Scope); err != nil {
 		return nil, err
 	}
-	routing, err := streams.ParseRouting(spec.Routing)
+	routing, err := routing.Parse(spec.Routing)
 	if err != nil {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "%v", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/internal/brokertest"
+	"github.com/getfelix/felix-go/routing"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -16,20 +17,20 @@ import (
 // TestKeyedPublishesFollowRouting: on a 4-shard stream each key's messages
 // land, in order, on the shard the routing names; no key goes to shard 0.
 func TestKeyedPublishesFollowRouting(t *testing.T) {
-	for _, routing := range []string{"modulo", "jump"} {
-		t.Run(routing, func(t *testing.T) {
+	for _, name := range []string{"modulo", "jump"} {
+		t.Run(name, func(t *testing.T) {
 			cfg := brokertest.Config(t)
 			b := brokertest.Start(t, cfg)
 			c := brokertest.Dial(t, b, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			st := client.Stream{Name: "keyed"}
-			info, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 4, Routing: routing})
+			info, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 4, Routing: name})
 			if err != nil {
 				t.Fatalf("create: %v", err)
 			}
-			if info.Shards != 4 || info.Routing != routing || info.Implicit {
-				t.Fatalf("created %+v, want 4 explicit %s shards", info, routing)
+			if info.Shards != 4 || info.Routing != name || info.Implicit {
+				t.Fatalf("created %+v, want 4 explicit %s shards", info, name)
 			}
 			subs := make([]*client.Subscription, 4)
 			for i := range subs {
@@ -37,7 +38,7 @@ func TestKeyedPublishesFollowRouting(t *testing.T) {
 					t.Fatalf("subscribe shard %d: %v", i, err)
 				}
 			}
-			r, _ := streams.ParseRouting(routing)
+			r, _ := routing.Parse(name)
 			keys := []string{"a", "order-17", "user:42", "zeta"}
 			want := make([][]string, 4)
 			for i := range 20 {

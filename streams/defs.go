@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/routing"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -18,7 +19,7 @@ const MaxShards = 1024
 type Def struct {
 	Scope          wire.Scope
 	Shards         uint32
-	Routing        Routing
+	Routing        routing.Routing
 	Durable        bool
 	RetentionBytes int64
 	RetentionAge   time.Duration

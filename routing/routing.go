@@ -1,4 +1,7 @@
-package streams
+// Package routing maps a record's key to a shard of its stream: the one
+// function the broker and a client that routes by itself must agree on
+// (its vectors are pinned in the tests). It imports nothing of Felix.
+package routing
 
 import "fmt"
 
@@ -23,15 +26,15 @@ func (r Routing) String() string {
 	return "modulo"
 }
 
-// ParseRouting reads a routing name: modulo or jump.
-func ParseRouting(s string) (Routing, error) {
+// Parse reads a routing name: modulo or jump.
+func Parse(s string) (Routing, error) {
 	switch s {
 	case "modulo", "":
 		return RouteModulo, nil
 	case "jump", "jump-hash", "jump_hash":
 		return RouteJump, nil
 	}
-	return RouteModulo, fmt.Errorf("streams: unknown routing %q (want modulo or jump)", s)
+	return RouteModulo, fmt.Errorf("routing: unknown routing %q (want modulo or jump)", s)
 }
 
 // ShardFor returns the shard of key among shards. No key goes to shard 0,
