@@ -69,7 +69,7 @@ type Stamp struct {
 type batchView struct {
 	base    uint64
 	count   uint32
-	time    int64 // unix microseconds
+	time    int64  // unix microseconds
 	stamp   *Stamp // nil for a V1 batch
 	records []byte
 }
