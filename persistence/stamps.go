@@ -46,7 +46,10 @@ func (l *Log) Stamps(from uint64, fn func(s Stamp, base uint64, count uint32) bo
 			return readFailure(c.seg, c.pos, err)
 		}
 		v := decodeHeader(hdr)
-		if v.base != c.posBase || v.count == 0 {
+		switch {
+		case v.count == 0:
+			return readFailure(c.seg, c.pos, errMalformed)
+		case v.base != c.posBase:
 			return readFailure(c.seg, c.pos, &offsetMismatch{got: v.base, want: c.posBase})
 		}
 		if v.stamp != nil && v.next() > from {
