@@ -23,6 +23,17 @@ func (l durableLog) Append(base uint64, records [][]byte, now time.Time) error {
 	return err
 }
 
+func (l durableLog) AppendStamped(base uint64, records [][]byte, now time.Time, stamp streams.Stamp) error {
+	_, err := l.Log.AppendStamped(base, records, now, &persistence.Stamp{Producer: stamp.Producer, Sequence: stamp.Sequence, Digest: stamp.Digest})
+	return err
+}
+
+func (l durableLog) Stamps(from uint64, fn func(s streams.Stamp, base uint64, count uint32) bool) error {
+	return l.Log.Stamps(from, func(s persistence.Stamp, base uint64, count uint32) bool {
+		return fn(streams.Stamp{Producer: s.Producer, Sequence: s.Sequence, Digest: s.Digest}, base, count)
+	})
+}
+
 func (l durableLog) EnforceRetention(now time.Time) error {
 	_, err := l.Log.EnforceRetention(now)
 	return err

@@ -9,21 +9,26 @@ import (
 
 // A batch is the unit the log writes, checksums and indexes. On disk:
 //
-//	magic     u8   batchMagicV1
+//	magic     u8   batchMagicV1, or batchMagicV2 for a stamped batch
 //	length    u32  bytes after the checksum field
 //	checksum  u32  CRC-32C (Castagnoli) of those bytes
 //	base      u64  offset of the first record
 //	count     u32  records in the batch, at least 1
 //	time      u64  append time, unix microseconds
+//	(V2 only) producer u64, sequence u64, digest u64: the batch's Stamp
 //	count × { length u32, value }
 //
 // Integers are big-endian, as on the wire. The magic is not zero, so a
 // zero-filled tail (a file the file system extended without its data after a
-// crash, or a preallocated one) reads as damage, never as a batch.
+// crash, or a preallocated one) reads as damage, never as a batch. A batch
+// without a stamp is still written as V1, so logs written before stamps
+// existed and logs that never use them are byte for byte what they were.
 const (
 	batchMagicV1    byte = 0xFB
+	batchMagicV2    byte = 0xFC
 	frameHeaderLen       = 1 + 4 + 4
 	batchFixedLen        = 8 + 4 + 8
+	stampLen             = 8 + 8 + 8
 	batchHeaderLen       = frameHeaderLen + batchFixedLen
 	recordHeaderLen      = 4
 	minFrameLen          = batchHeaderLen + recordHeaderLen
@@ -51,12 +56,21 @@ var (
 // parse: written that way, so never a torn write.
 var errMalformed = errors.New("malformed batch body")
 
+// Stamp is what an idempotent producer's batch carries into the log: the
+// producer, its sequence and a digest of the batch's content, so that the
+// producer table can be rebuilt from the log after a restart (Log.Stamps).
+// The log stores it and checksums it; it gives it no meaning.
+type Stamp struct {
+	Producer, Sequence, Digest uint64
+}
+
 // batchView is a decoded batch. records aliases the decoded bytes and has
 // been validated to hold exactly count records.
 type batchView struct {
 	base    uint64
 	count   uint32
-	time    int64 // unix microseconds
+	time    int64  // unix microseconds
+	stamp   *Stamp // nil for a V1 batch
 	records []byte
 }
 
@@ -78,21 +92,33 @@ func (v batchView) all() iter.Seq2[uint64, []byte] {
 }
 
 // encodedLen is the length appendBatch produces for records.
-func encodedLen(records [][]byte) int {
+func encodedLen(records [][]byte, stamped bool) int {
 	n := batchHeaderLen
+	if stamped {
+		n += stampLen
+	}
 	for _, r := range records {
 		n += recordHeaderLen + len(r)
 	}
 	return n
 }
 
-// appendBatch appends the framed batch to dst.
-func appendBatch(dst []byte, base uint64, time int64, records [][]byte) []byte {
+// appendBatch appends the framed batch to dst: V2 with stamp, V1 without.
+func appendBatch(dst []byte, base uint64, time int64, records [][]byte, stamp *Stamp) []byte {
 	start := len(dst)
-	dst = append(dst, batchMagicV1, 0, 0, 0, 0, 0, 0, 0, 0)
+	magic := batchMagicV1
+	if stamp != nil {
+		magic = batchMagicV2
+	}
+	dst = append(dst, magic, 0, 0, 0, 0, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint64(dst, base)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(records)))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(time))
+	if stamp != nil {
+		dst = binary.BigEndian.AppendUint64(dst, stamp.Producer)
+		dst = binary.BigEndian.AppendUint64(dst, stamp.Sequence)
+		dst = binary.BigEndian.AppendUint64(dst, stamp.Digest)
+	}
 	for _, r := range records {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r)))
 		dst = append(dst, r...)
@@ -109,14 +135,48 @@ func frameLen(hdr []byte) (int, error) {
 	if len(hdr) < frameHeaderLen {
 		return 0, errShortFrame
 	}
-	if hdr[0] != batchMagicV1 {
+	fixed, ok := fixedLen(hdr[0])
+	if !ok {
 		return 0, errBadMagic
 	}
 	n := binary.BigEndian.Uint32(hdr[1:])
-	if n < minFrameLen-frameHeaderLen || n > maxBatchBytes-frameHeaderLen {
+	if n < uint32(fixed+recordHeaderLen) || n > maxBatchBytes-frameHeaderLen {
 		return 0, errBadLength
 	}
 	return frameHeaderLen + int(n), nil
+}
+
+// fixedLen is the length of the fixed part of a body (after the frame
+// header) for a magic, and whether the magic is one.
+func fixedLen(magic byte) (int, bool) {
+	switch magic {
+	case batchMagicV1:
+		return batchFixedLen, true
+	case batchMagicV2:
+		return batchFixedLen + stampLen, true
+	}
+	return 0, false
+}
+
+// decodeHeader reads the fixed part of a batch whose frame header frameLen
+// accepted: everything but the records. hdr holds at least the frame header
+// and the fixed part. The checksum is not checked (Log.Stamps reads headers
+// only).
+func decodeHeader(hdr []byte) batchView {
+	body := hdr[frameHeaderLen:]
+	v := batchView{
+		base:  binary.BigEndian.Uint64(body),
+		count: binary.BigEndian.Uint32(body[8:]),
+		time:  int64(binary.BigEndian.Uint64(body[12:])),
+	}
+	if hdr[0] == batchMagicV2 {
+		v.stamp = &Stamp{
+			Producer: binary.BigEndian.Uint64(body[batchFixedLen:]),
+			Sequence: binary.BigEndian.Uint64(body[batchFixedLen+8:]),
+			Digest:   binary.BigEndian.Uint64(body[batchFixedLen+16:]),
+		}
+	}
+	return v
 }
 
 // decodeBatch decodes the batch at the front of b and returns it with its
@@ -133,12 +193,9 @@ func decodeBatch(b []byte) (batchView, int, error) {
 	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[5:]) {
 		return batchView{}, 0, errBadChecksum
 	}
-	v := batchView{
-		base:    binary.BigEndian.Uint64(body),
-		count:   binary.BigEndian.Uint32(body[8:]),
-		time:    int64(binary.BigEndian.Uint64(body[12:])),
-		records: body[batchFixedLen:],
-	}
+	fixed, _ := fixedLen(b[0])
+	v := decodeHeader(b)
+	v.records = body[fixed:]
 	// Bound count by the bytes present before walking, so a lying count
 	// costs nothing.
 	if v.count == 0 || uint64(v.count) > uint64(len(v.records)/recordHeaderLen) {

@@ -46,7 +46,10 @@ func FuzzDecodeBatch(f *testing.F) {
 		if len(records) != int(v.count) {
 			t.Fatalf("iterated %d records, count %d", len(records), v.count)
 		}
-		if again := appendBatch(nil, v.base, v.time, records); !bytes.Equal(again, data[:size]) {
+		if (v.stamp != nil) != (data[0] == batchMagicV2) {
+			t.Fatalf("magic %#x decoded with stamp %v", data[0], v.stamp)
+		}
+		if again := appendBatch(nil, v.base, v.time, records, v.stamp); !bytes.Equal(again, data[:size]) {
 			t.Fatalf("re-encoded batch differs:\n got %x\nwant %x", again, data[:size])
 		}
 	})
@@ -58,8 +61,8 @@ func FuzzDecodeBatch(f *testing.F) {
 // Invariants:
 //   - never panics;
 //   - Open either refuses with ErrCorrupt or succeeds, and then every
-//     record reads back, the file holds exactly the complete batches, and
-//     an append at NextOffset works.
+//     record reads back, Stamps walks the log, the file holds exactly the
+//     complete batches, and an append at NextOffset works.
 func FuzzOpenSegment(f *testing.F) {
 	for _, s := range batchSeeds() {
 		f.Add(s.data)
@@ -84,6 +87,9 @@ func FuzzOpenSegment(f *testing.F) {
 				t.Fatalf("Read(%d) of a recovered log: %d records, %v", next, len(page.Records), err)
 			}
 			next = page.Next
+		}
+		if err := l.Stamps(l.StartOffset(), func(Stamp, uint64, uint32) bool { return true }); err != nil {
+			t.Fatalf("Stamps of a recovered log: %v", err)
 		}
 		if _, err := l.Append(next, [][]byte{[]byte("after")}, t0); err != nil {
 			t.Fatalf("Append after recovery: %v", err)
@@ -124,8 +130,11 @@ type batchSeed struct {
 // batchSeeds are valid batches, several in a row, and their damaged
 // variants: truncated, flipped, lying counts and lengths.
 func batchSeeds() []batchSeed {
-	one := appendBatch(nil, 0, 1_700_000_000_000_000, [][]byte{[]byte("hello")})
-	three := appendBatch(nil, 1, 1_700_000_000_000_001, [][]byte{[]byte("a"), {}, bytes.Repeat([]byte("z"), 300)})
+	one := appendBatch(nil, 0, 1_700_000_000_000_000, [][]byte{[]byte("hello")}, nil)
+	three := appendBatch(nil, 1, 1_700_000_000_000_001, [][]byte{[]byte("a"), {}, bytes.Repeat([]byte("z"), 300)}, nil)
+	stamp := &Stamp{Producer: 0xFE11C5, Sequence: 7, Digest: 0xD16E57}
+	stamped := appendBatch(nil, 0, 1_700_000_000_000_000, [][]byte{[]byte("hello")}, stamp)
+	stampedThree := appendBatch(nil, 1, 1_700_000_000_000_001, [][]byte{[]byte("a"), {}, bytes.Repeat([]byte("z"), 300)}, stamp)
 	seeds := []batchSeed{
 		{"one-record", one},
 		{"three-records", three},
@@ -136,6 +145,29 @@ func batchSeeds() []batchSeed {
 		{"zeros", make([]byte, 64)},
 		{"trailing-garbage", append(append([]byte{}, one...), 0xFB, 0xFF, 0x00)},
 	}
+	seeds = append(seeds,
+		batchSeed{"v2-one-record", stamped},
+		batchSeed{"v2-three-records", stampedThree},
+		batchSeed{"v1-then-v2", append(append([]byte{}, one...), stampedThree...)},
+		batchSeed{"v2-then-v1", append(append([]byte{}, stamped...), three...)},
+		batchSeed{"v2-cut-in-stamp", stamped[:frameHeaderLen+batchFixedLen+10]},
+		batchSeed{"v2-short-body", stamped[:len(stamped)-1]},
+	)
+	flippedStamp := append([]byte{}, stamped...)
+	flippedStamp[batchHeaderLen+3] ^= 1
+	seeds = append(seeds, batchSeed{"v2-flipped-stamp", flippedStamp})
+	// A V1 body under a V2 magic, checksummed: too short for the stamp, or
+	// its records read as a stamp.
+	v1AsV2 := append([]byte{}, one...)
+	v1AsV2[0] = batchMagicV2
+	seeds = append(seeds, batchSeed{"v1-body-v2-magic", rechecksum(v1AsV2)})
+	v1AsV2Long := append([]byte{}, three...)
+	v1AsV2Long[0] = batchMagicV2
+	seeds = append(seeds, batchSeed{"v1-long-body-v2-magic", rechecksum(v1AsV2Long)})
+	v2AsV1 := append([]byte{}, stamped...)
+	v2AsV1[0] = batchMagicV1
+	seeds = append(seeds, batchSeed{"v2-body-v1-magic", rechecksum(v2AsV1)})
+
 	flipped := append([]byte{}, one...)
 	flipped[batchHeaderLen] ^= 1
 	seeds = append(seeds, batchSeed{"flipped-body", flipped})
@@ -156,6 +188,14 @@ func batchSeeds() []batchSeed {
 		}
 		return b
 	})
+	lieV2 := func(name string, edit func(body []byte) []byte) {
+		b := append([]byte{}, stamped...)
+		body := edit(append([]byte{}, b[frameHeaderLen:]...))
+		seeds = append(seeds, batchSeed{name, rechecksum(append(b[:frameHeaderLen:frameHeaderLen], body...))})
+	}
+	lieV2("v2-count-zero", func(b []byte) []byte { b[8], b[9], b[10], b[11] = 0, 0, 0, 0; return b })
+	lieV2("v2-count-too-big", func(b []byte) []byte { b[11] = 9; return b })
+	lieV2("v2-record-length-too-big", func(b []byte) []byte { b[batchFixedLen+stampLen+3] = 200; return b })
 	return seeds
 }
 

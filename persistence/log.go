@@ -230,10 +230,17 @@ const maxKeptScratch = 1 << 20
 // batch reached the file is not part of the log: readers never see it, and
 // Open truncates it as a torn tail.
 func (l *Log) Append(base uint64, records [][]byte, now time.Time) (Appended, error) {
+	return l.AppendStamped(base, records, now, nil)
+}
+
+// AppendStamped is Append for a batch that carries a producer's Stamp
+// (stamp nil: a plain batch, exactly as Append writes it). The stamp is
+// written in the batch's header, under its checksum; Stamps reads it back.
+func (l *Log) AppendStamped(base uint64, records [][]byte, now time.Time, stamp *Stamp) (Appended, error) {
 	if len(records) == 0 {
 		return Appended{}, ErrEmptyBatch
 	}
-	if n := encodedLen(records); n > maxBatchBytes {
+	if n := encodedLen(records, stamp != nil); n > maxBatchBytes {
 		return Appended{}, fmt.Errorf("%w: %d bytes, at most %d", ErrBatchTooLarge, n, maxBatchBytes)
 	}
 	l.mu.Lock()
@@ -247,7 +254,7 @@ func (l *Log) Append(base uint64, records [][]byte, now time.Time) (Appended, er
 		return Appended{}, &ErrOffsetMismatch{Want: l.mu.next, Got: base}
 	}
 	t := max(now.UnixMicro(), l.mu.lastTime)
-	buf := appendBatch(l.mu.scratch[:0], base, t, records)
+	buf := appendBatch(l.mu.scratch[:0], base, t, records, stamp)
 	if cap(buf) <= maxKeptScratch {
 		l.mu.scratch = buf[:0]
 	}

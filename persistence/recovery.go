@@ -422,7 +422,7 @@ func validBatchAfter(f File, from, size int64) (int64, bool, error) {
 		if err != nil {
 			return 0, false, err
 		}
-		if hdr[0] != batchMagicV1 {
+		if _, ok := fixedLen(hdr[0]); !ok {
 			continue
 		}
 		frame, err := r.frameAt(p)

@@ -14,6 +14,13 @@ import (
 type Log interface {
 	// Append writes records at base, which must be the log's next offset.
 	Append(base uint64, records [][]byte, now time.Time) error
+	// AppendStamped is Append for an idempotent producer's batch: the
+	// stamp is written with it, in the same batch, so Stamps gives it back.
+	AppendStamped(base uint64, records [][]byte, now time.Time, stamp Stamp) error
+	// Stamps calls fn with every stamped batch from offset from (between
+	// StartOffset and NextOffset) to the end, oldest first, until fn returns
+	// false. It reads batch headers, one batch at a time.
+	Stamps(from uint64, fn func(s Stamp, base uint64, count uint32) bool) error
 	// WaitDurable answers once everything below upTo is on the device.
 	WaitDurable(upTo uint64) <-chan error
 	// NextOffset is the offset the next record gets.
@@ -64,6 +71,9 @@ type durableWait struct {
 	upTo uint64
 	env  *Envelope
 	pe   *pending
+	// dup, for a re-send of a batch still waiting for its fsync, is the
+	// answer to give once that fsync is done (env is nil).
+	dup *PublishResult
 }
 
 // durableDone tells the shard a batch's fsync finished (err nil) or failed.
@@ -87,6 +97,22 @@ func (s *shard) openLog(self *actor.PID) error {
 		s.ref.opened(nil, err)
 		return err
 	}
+	// The producer table is rebuilt from the stamps in the log: one pass
+	// over the log's batch headers, before the shard takes any publish.
+	// Retention is not running yet, so nothing moves under the walk.
+	producers := newProducerTable(s.cfg.maxProducers)
+	if err := log.Stamps(log.StartOffset(), func(st Stamp, base uint64, count uint32) bool {
+		producers.record(st, base, count)
+		return true
+	}); err != nil {
+		if cerr := log.Close(); cerr != nil {
+			s.logger.Warn().Err(cerr).Msg("close durable log")
+		}
+		err = wire.WrapError(wire.CodeStorage, err, "rebuild the producers of %s shard %d from its log", s.scope, s.n)
+		s.ref.opened(nil, err)
+		return err
+	}
+	s.producers = producers
 	s.log = log
 	s.next = log.NextOffset()
 	s.delivered = s.next

@@ -52,21 +52,47 @@ func (s *shard) at(st step) {
 
 // check refuses a publish before it uses an offset. Order-dependent checks
 // live here, where offsets are assigned, so no other publish can come between
-// the check and the write.
-func (s *shard) check(p *Publish) error {
+// the check and the write: the conditional publish's expected offset, and an
+// idempotent producer's sequence (producerTable.check), which may also find
+// the batch is a re-send to answer without writing.
+func (s *shard) check(p *Publish) (admission, error) {
 	if s.open != nil && s.log == nil {
-		return wire.NewError(wire.CodeStorage, "the log of %s shard %d is not open", s.scope, s.n)
+		return admission{}, wire.NewError(wire.CodeStorage, "the log of %s shard %d is not open", s.scope, s.n)
+	}
+	if p.Producer != nil {
+		switch {
+		case s.log == nil:
+			return admission{}, ErrIdempotentInMemory
+		case p.ExpectedOffset != nil:
+			return admission{}, errProducerConditional
+		}
+		return s.producers.check(*p.Producer, payloadDigest(p.Payloads))
 	}
 	if p.ExpectedOffset == nil {
-		return nil
+		return admission{}, nil
 	}
 	if s.log == nil {
-		return ErrConditionalInMemory
+		return admission{}, ErrConditionalInMemory
 	}
 	if *p.ExpectedOffset != s.next {
-		return &OffsetMismatchError{Expected: *p.ExpectedOffset, Tail: s.next}
+		return admission{}, &OffsetMismatchError{Expected: *p.ExpectedOffset, Tail: s.next}
 	}
-	return nil
+	return admission{}, nil
+}
+
+// answerDuplicate answers a re-send of a remembered batch with the
+// original's offset. The original may still be waiting for its fsync
+// (on_commit, not yet delivered): then the answer waits for it too, in the
+// waiter's order, so a Duplicate is never more than the original's ack.
+func (s *shard) answerDuplicate(pe *pending, b *producerBatch) {
+	res := PublishResult{Base: b.base, Durable: true, Duplicate: true}
+	end := b.base + uint64(b.count)
+	if s.waiter != nil && end > s.delivered {
+		s.ledger.park(pe)
+		s.waiter.wait(durableWait{upTo: end, pe: pe, dup: &res})
+		return
+	}
+	s.ledger.answer(pe, res)
 }
 
 // assignOffsets gives the batch the next offsets. append claims them.
@@ -77,11 +103,22 @@ func (s *shard) assignOffsets(p *Publish) *Envelope {
 }
 
 // append writes a durable batch to the log (a page-cache copy; the fsync is
-// the waiter's) and claims its offsets. A failed write claims nothing.
-func (s *shard) append(env *Envelope) error {
+// the waiter's) and claims its offsets; an idempotent batch goes with its
+// stamp, and its producer remembers it at once, before any later step can
+// panic. A failed write claims nothing.
+func (s *shard) append(env *Envelope, stamp *Stamp) error {
 	if s.log != nil {
-		if err := s.log.Append(env.Base, env.Payloads, time.Now()); err != nil {
+		var err error
+		if stamp != nil {
+			err = s.log.AppendStamped(env.Base, env.Payloads, time.Now(), *stamp)
+		} else {
+			err = s.log.Append(env.Base, env.Payloads, time.Now())
+		}
+		if err != nil {
 			return wire.WrapError(wire.CodeStorage, err, "append to %s", s.scope)
+		}
+		if stamp != nil {
+			s.producers.record(*stamp, env.Base, uint32(env.Len()))
 		}
 		env.Durable = true
 	}

@@ -33,7 +33,13 @@ type Publish struct {
 	// fails with *OffsetMismatchError otherwise (nothing written, no offset
 	// used). Durable streams only.
 	ExpectedOffset *uint64
-	Done           func(PublishResult)
+	// Producer, when set, makes the publish idempotent: the shard writes
+	// the batch only if Seq is the producer's next sequence, answers a
+	// re-send of a batch it remembers as Duplicate with its original offset,
+	// and refuses anything else with *ProducerError (nothing written).
+	// Durable streams only, and never with ExpectedOffset.
+	Producer *ProducerSeq
+	Done     func(PublishResult)
 }
 
 // PublishResult answers a Publish: the batch's first offset and whether the
@@ -41,7 +47,10 @@ type Publish struct {
 type PublishResult struct {
 	Base    uint64
 	Durable bool
-	Err     error
+	// Duplicate: a re-send of a remembered batch: Base is its original
+	// first offset; nothing was written.
+	Duplicate bool
+	Err       error
 }
 
 // AddSubscriber registers a feeder's mailbox. The shard responds with
@@ -132,6 +141,8 @@ type ShardConfig struct {
 	// beforeStep, set only by tests, runs at each step of a publish, so a
 	// test can make the shard panic there.
 	beforeStep func(step)
+	// maxProducers, set only by tests, replaces defaultMaxProducers.
+	maxProducers int
 }
 
 // defaultBlockMaxWait is the wait on a full subscriber under block when
@@ -182,6 +193,7 @@ type shard struct {
 	idle      *retentionTicker // in-memory only, with an IdleTimeout
 	lastUsed  time.Time        // the last publish or subscriber change (idle check)
 	ledger    ledger
+	producers *producerTable // idempotent producers (durable only)
 	subs      []subscriber
 	ring      ring
 	next      uint64       // records appended so far: the next record's offset
@@ -192,8 +204,9 @@ type shard struct {
 func newShard(scope wire.Scope, n uint32, cfg ShardConfig, log zerolog.Logger, onStats func(*FanoutStats)) *shard {
 	return &shard{
 		scope: scope, n: n, cfg: cfg, onStats: onStats,
-		logger: log.With().Str("stream", scope.String()).Uint32("shard", n).Logger(),
-		ring:   ring{maxRecords: cfg.RingRecords, maxBytes: cfg.RingBytes, total: cfg.RingTotal},
+		logger:    log.With().Str("stream", scope.String()).Uint32("shard", n).Logger(),
+		ring:      ring{maxRecords: cfg.RingRecords, maxBytes: cfg.RingBytes, total: cfg.RingTotal},
+		producers: newProducerTable(cfg.maxProducers),
 	}
 }
 
@@ -266,13 +279,18 @@ func (s *shard) handlePublish(p *Publish) {
 	s.used()
 	pe := s.ledger.accept(p)
 	s.at(stepCheck)
-	if err := s.check(p); err != nil {
+	adm, err := s.check(p)
+	if err != nil {
 		s.ledger.answer(pe, PublishResult{Err: err})
+		return
+	}
+	if adm.dup != nil {
+		s.answerDuplicate(pe, adm.dup)
 		return
 	}
 	env := s.assignOffsets(p)
 	s.at(stepAppend)
-	if err := s.append(env); err != nil {
+	if err := s.append(env, adm.stamp); err != nil {
 		s.ledger.answer(pe, PublishResult{Err: err})
 		s.stopIfLogFailed()
 		return
@@ -293,6 +311,10 @@ func (s *shard) handleDurable(msg *durableDone) {
 	if msg.err != nil {
 		s.ledger.answer(msg.pe, PublishResult{Err: wire.WrapError(wire.CodeStorage, msg.err, "sync %s", s.scope)})
 		s.stopIfLogFailed()
+		return
+	}
+	if msg.dup != nil {
+		s.ledger.answer(msg.pe, *msg.dup)
 		return
 	}
 	s.deliver(msg.pe, msg.env)

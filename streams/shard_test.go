@@ -47,6 +47,7 @@ type fakeLog struct {
 	mu      sync.Mutex
 	next    uint64
 	records [][]byte
+	stamps  []fakeStamp
 	waits   map[uint64]chan error
 	closed  bool
 	fail    error // every Append fails with it
@@ -55,6 +56,35 @@ type fakeLog struct {
 
 func newFakeLog(next uint64) *fakeLog {
 	return &fakeLog{next: next, waits: make(map[uint64]chan error)}
+}
+
+// fakeStamp is a stamped batch the fake log holds.
+type fakeStamp struct {
+	stamp Stamp
+	base  uint64
+	count uint32
+}
+
+func (l *fakeLog) AppendStamped(base uint64, records [][]byte, now time.Time, stamp Stamp) error {
+	if err := l.Append(base, records, now); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stamps = append(l.stamps, fakeStamp{stamp, base, uint32(len(records))})
+	return nil
+}
+
+func (l *fakeLog) Stamps(from uint64, fn func(Stamp, uint64, uint32) bool) error {
+	l.mu.Lock()
+	stamps := append([]fakeStamp(nil), l.stamps...)
+	l.mu.Unlock()
+	for _, s := range stamps {
+		if s.base+uint64(s.count) > from && !fn(s.stamp, s.base, s.count) {
+			break
+		}
+	}
+	return nil
 }
 
 func (l *fakeLog) Append(base uint64, records [][]byte, _ time.Time) error {

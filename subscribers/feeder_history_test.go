@@ -78,13 +78,17 @@ func (l *fakeLog) reads() []readCall {
 
 // The rest of streams.Log is the shard's; a feeder only reads.
 func (l *fakeLog) Append(uint64, [][]byte, time.Time) error { return errors.New("fakeLog: read only") }
-func (l *fakeLog) WaitDurable(uint64) <-chan error          { return nil }
-func (l *fakeLog) NextOffset() uint64                       { return l.Committed() }
-func (l *fakeLog) EnforceRetention(time.Time) error         { return nil }
-func (l *fakeLog) OffsetForTime(time.Time) (uint64, error)  { return 0, nil }
-func (l *fakeLog) StartOffset() uint64                      { return 0 }
-func (l *fakeLog) Failed() error                            { return nil }
-func (l *fakeLog) Close() error                             { return nil }
+func (l *fakeLog) AppendStamped(uint64, [][]byte, time.Time, streams.Stamp) error {
+	return errors.New("fakeLog: read only")
+}
+func (l *fakeLog) Stamps(uint64, func(streams.Stamp, uint64, uint32) bool) error { return nil }
+func (l *fakeLog) WaitDurable(uint64) <-chan error                               { return nil }
+func (l *fakeLog) NextOffset() uint64                                            { return l.Committed() }
+func (l *fakeLog) EnforceRetention(time.Time) error                              { return nil }
+func (l *fakeLog) OffsetForTime(time.Time) (uint64, error)                       { return 0, nil }
+func (l *fakeLog) StartOffset() uint64                                           { return 0 }
+func (l *fakeLog) Failed() error                                                 { return nil }
+func (l *fakeLog) Close() error                                                  { return nil }
 
 func payload(off uint64) []byte { return fmt.Appendf(nil, "r%d", off) }
 
