@@ -33,7 +33,11 @@ type Publish struct {
 	// fails with *OffsetMismatchError otherwise (nothing written, no offset
 	// used). Durable streams only.
 	ExpectedOffset *uint64
-	Done           func(PublishResult)
+	// Producer, when set, is an idempotent producer's batch: a re-send of
+	// a remembered sequence is answered with its original offsets and
+	// written nothing (Duplicate); other refusals are *ProducerError.
+	Producer *ProducerSeq
+	Done     func(PublishResult)
 }
 
 // PublishResult answers a Publish: the batch's first offset and whether the
@@ -41,7 +45,10 @@ type Publish struct {
 type PublishResult struct {
 	Base    uint64
 	Durable bool
-	Err     error
+	// Duplicate says the batch was an idempotent producer's re-send,
+	// answered with its original offsets and not written again.
+	Duplicate bool
+	Err       error
 }
 
 // AddSubscriber registers a feeder's mailbox. The shard responds with
