@@ -89,7 +89,9 @@ type Broker struct {
 	tenants *quota.Tenants
 	store   *metadata.Store
 	defs    []streams.Def // loaded from store at Start
-	admin   *adminServer
+	// producers is every idempotent producer id given out (producers.go).
+	producers producerRegistry
+	admin     *adminServer
 
 	server       *transport.Server
 	stopWatching func()
@@ -178,7 +180,8 @@ func (b *Broker) Start() error {
 	return nil
 }
 
-// loadDefinitions opens the metadata store and reads the stored streams.
+// loadDefinitions opens the metadata store and reads the stored streams
+// and producer ids.
 func (b *Broker) loadDefinitions() error {
 	store, err := metadata.Open(b.cfg.DataDir)
 	if err != nil {
@@ -198,6 +201,12 @@ func (b *Broker) loadDefinitions() error {
 		}
 		b.defs = append(b.defs, d)
 	}
+	producers, err := store.Producers()
+	if err != nil {
+		_ = store.Close()
+		return err
+	}
+	b.producers.load(producers)
 	return nil
 }
 

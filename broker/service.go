@@ -224,6 +224,9 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 	if err := c.checkPublish(p); err != nil {
 		return err
 	}
+	if err := c.checkProducer(p); err != nil {
+		return err
+	}
 	wait := c.b.cfg.PublishQueueWaitTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		wait = max(0, min(wait, time.Until(dl)))
@@ -240,6 +243,9 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 				continue
 			}
 			return err
+		}
+		if p.Producer != nil && !def.Durable {
+			return errProducerInMemory
 		}
 		switch ref.Mailbox.TryPost(shardPublish(p, done), wait) {
 		case actors.Posted, actors.PostedEvicting:
@@ -330,7 +336,13 @@ func (c *conn) gone(ctx context.Context, scope wire.Scope, old streams.Def) erro
 // shardPublish is p as its shard takes it.
 func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams.Publish {
 	sp := &streams.Publish{Payloads: p.Payloads, ExpectedOffset: p.ExpectedOffset}
+	if p.Producer != nil {
+		sp.Producer = &streams.ProducerSeq{ID: p.Producer.ID, Seq: p.Producer.Seq}
+	}
 	if done != nil {
+		// A Duplicate (an idempotent producer's re-send the shard
+		// remembers) is answered as the ack it had: its original offset,
+		// nothing written. The client cannot tell, and need not.
 		sp.Done = func(r streams.PublishResult) {
 			done(service.PublishResult{Offset: r.Base, Durable: r.Durable, Err: refusal(r.Err)})
 		}
@@ -338,12 +350,17 @@ func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams
 	return sp
 }
 
-// refusal turns the shard's refusal of a conditional publish into the
-// service's (the wire's PublishRefused); other errors pass unchanged.
+// refusal turns the shard's refusal of a conditional or idempotent publish
+// into the service's (the wire's PublishRefused); other errors pass
+// unchanged.
 func refusal(err error) error {
 	var mismatch *streams.OffsetMismatchError
 	if errors.As(err, &mismatch) {
 		return &wire.RefusedError{Reason: wire.ReasonOffsetMismatch, Expected: mismatch.Expected, Tail: mismatch.Tail}
+	}
+	var producer *streams.ProducerError
+	if errors.As(err, &producer) {
+		return &wire.RefusedError{Reason: producer.Reason, Expected: producer.Expected}
 	}
 	return err
 }

@@ -217,6 +217,9 @@ type Client struct {
 	// publish stream's unanswered requests and budget bytes whenever
 	// either grows. It runs with the stream's lock held.
 	testHookInflight func(requests int, bytes int64)
+	// testHookSend, set by tests before the first publish, sees every
+	// acked publish as it is encoded (under the stream's lock).
+	testHookSend func(*wire.Publish)
 }
 
 // Dial connects and completes the handshake.

@@ -1,5 +1,11 @@
 package client
 
+import "github.com/getfelix/felix-go/wire"
+
 // SetInflightHook installs c's testHookInflight; call it before c's first
 // publish.
 func SetInflightHook(c *Client, h func(requests int, bytes int64)) { c.testHookInflight = h }
+
+// SetSendHook installs c's testHookSend: it sees every acked publish as it
+// is encoded. Call it before c's first publish.
+func SetSendHook(c *Client, h func(*wire.Publish)) { c.testHookSend = h }

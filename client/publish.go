@@ -52,7 +52,12 @@ type PublishOptions struct {
 
 	// expected makes the publish conditional (PublishIf).
 	expected *uint64
+	// producer makes the publish an idempotent producer's (IdempotentProducer).
+	producer *producerSeq
 }
+
+// producerSeq is an idempotent producer's id and a batch's sequence.
+type producerSeq struct{ id, seq uint64 }
 
 // PublishResult is what an acked publish learned.
 type PublishResult struct {
@@ -330,7 +335,8 @@ type pendingPub struct {
 	ends      []int // payload i is arena[ends[i-1]:ends[i]]
 	frameLen  int
 	mergeable bool
-	expected  *uint64 // a conditional publish's expected offset
+	expected  *uint64      // a conditional publish's expected offset
+	producer  *producerSeq // an idempotent publish's producer and sequence
 }
 
 func newPubStream(c *Client, st *quic.Stream) *pubStream {
@@ -385,12 +391,12 @@ func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]
 	for _, pl := range payloads {
 		size += int64(len(pl))
 	}
-	// A conditional publish is a request of its own: merged, its expected
-	// offset would not be its own.
-	mergeable = mergeable && o.expected == nil
+	// A conditional or idempotent publish is a request of its own: merged,
+	// its expected offset or its sequence would not be its own.
+	mergeable = mergeable && o.expected == nil && o.producer == nil
 	// The broker ends a stream that sends a frame over its cap, which would
 	// fail every publish of this client from then on: refuse it here.
-	n := publishLen(scope, payloads, mode, o.Key, o.expected != nil)
+	n := publishLen(scope, payloads, mode, o.Key, o.expected != nil, o.producer != nil)
 	if p.c.maxFrame > 0 && n > p.c.maxFrame {
 		return wire.NewError(wire.CodeInvalidRequest, "publish frame of %d bytes is over the broker's max_frame_bytes %d", n, p.c.maxFrame)
 	}
@@ -435,7 +441,7 @@ func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]
 	}
 	c := call{records: len(payloads), promise: promise}
 	if len(p.mu.queued) == 0 && len(p.mu.fifo) < p.c.ackWindow && len(p.mu.buf) < maxPendingWrite {
-		pd := &pendingPub{mode: mode, bytes: size, expected: o.expected}
+		pd := &pendingPub{mode: mode, bytes: size, expected: o.expected, producer: o.producer}
 		pd.calls = append(pd.one[:0], c)
 		p.sendLocked(pd, payloads, scope, o.Key)
 		p.mu.Unlock()
@@ -445,7 +451,7 @@ func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]
 	if k := len(p.mu.queued); k > 0 && mergeable && p.mu.queued[k-1].fits(scope, o.Key, payloads, p.c.maxFrame) {
 		p.mu.queued[k-1].add(c, payloads, size)
 	} else {
-		pd := &pendingPub{mode: mode, scope: scope, key: bytes.Clone(o.Key), mergeable: mergeable, frameLen: n, expected: o.expected}
+		pd := &pendingPub{mode: mode, scope: scope, key: bytes.Clone(o.Key), mergeable: mergeable, frameLen: n, expected: o.expected, producer: o.producer}
 		pd.calls = pd.one[:0]
 		pd.add(c, payloads, size)
 		p.mu.queued = append(p.mu.queued, pd)
@@ -496,6 +502,12 @@ func (p *pubStream) sendLocked(pd *pendingPub, payloads [][]byte, scope wire.Sco
 	if pd.expected != nil {
 		wp.Conditional, wp.Expected = true, *pd.expected
 	}
+	if pd.producer != nil {
+		wp.Idempotent, wp.ProducerID, wp.Sequence = true, pd.producer.id, pd.producer.seq
+	}
+	if h := p.c.testHookSend; h != nil {
+		h(wp)
+	}
 	p.mu.buf = wire.AppendPublish(p.mu.buf, wp)
 	p.mu.fifo = append(p.mu.fifo, pd)
 	if h := p.c.testHookInflight; h != nil {
@@ -539,7 +551,7 @@ func (p *pubStream) wakeWriter() {
 }
 
 // publishLen is the payload length wire.AppendPublish writes for a publish.
-func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []byte, conditional bool) int {
+func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []byte, conditional, idempotent bool) int {
 	n := 2 + len(scope.Tenant) + 2 + len(scope.Namespace) + 2 + len(scope.Stream) + 4 + 4*len(payloads)
 	for _, pl := range payloads {
 		n += len(pl)
@@ -552,6 +564,9 @@ func publishLen(scope wire.Scope, payloads [][]byte, mode wire.AckMode, key []by
 	}
 	if conditional {
 		n += 8
+	}
+	if idempotent {
+		n += 16
 	}
 	return n
 }
@@ -693,11 +708,11 @@ func (p *pubStream) resolve(ack wire.Ack) error {
 	return nil
 }
 
-// refused answers the oldest request, a conditional publish the broker
-// did not write, with its refusal.
+// refused answers the oldest request, a conditional or idempotent publish
+// the broker did not write, with its refusal.
 func (p *pubStream) refused(m *wire.PublishRefused) error {
 	p.mu.Lock()
-	if len(p.mu.fifo) == 0 || p.mu.fifo[0].id != m.RequestID || p.mu.fifo[0].expected == nil {
+	if len(p.mu.fifo) == 0 || p.mu.fifo[0].id != m.RequestID || (p.mu.fifo[0].expected == nil && p.mu.fifo[0].producer == nil) {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: publish_refused for request %d out of order", ErrProtocol, m.RequestID)
 	}

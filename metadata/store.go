@@ -1,10 +1,11 @@
-// Package metadata owns the broker's metadata store: stream definitions
-// today, consumer group cursors and producer state later. It is an embedded
+// Package metadata owns the broker's metadata store: stream definitions and
+// idempotent producer ids today, consumer group cursors later. It is an embedded
 // bbolt file in the data directory, written in one transaction per change
 // and fsync'd by bbolt before Put returns.
 package metadata
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +19,10 @@ import (
 // FileName is the store's file in the data directory.
 const FileName = "metadata.db"
 
-var bucketStreams = []byte("streams")
+var (
+	bucketStreams   = []byte("streams")
+	bucketProducers = []byte("producers")
+)
 
 // StreamDef is a stream's definition: what it was created with.
 type StreamDef struct {
@@ -59,8 +63,12 @@ func Open(dataDir string) (*Store, error) {
 		return nil, fmt.Errorf("metadata: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketStreams)
-		return err
+		for _, name := range [][]byte{bucketStreams, bucketProducers} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		_ = db.Close()
@@ -102,6 +110,61 @@ func (s *Store) Streams() ([]StreamDef, error) {
 				return fmt.Errorf("metadata: stream %s is unreadable: %w", k, err)
 			}
 			out = append(out, d)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// ProducerDef is an idempotent producer id the broker gave out, and the
+// tenant it belongs to. The sequences are the shards' (kept in their logs);
+// the store only says whose the id is.
+type ProducerDef struct {
+	ID        uint64    `json:"-"`
+	Tenant    string    `json:"tenant"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ErrProducerExists is returned by PutProducer for an id already recorded.
+var ErrProducerExists = errors.New("metadata: producer id already recorded")
+
+// PutProducer records a new producer id; an id already recorded is
+// ErrProducerExists (ids are random: the caller draws another).
+func (s *Store) PutProducer(p ProducerDef) error {
+	v, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("metadata: encode producer %d: %w", p.ID, err)
+	}
+	k := binary.BigEndian.AppendUint64(nil, p.ID)
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketProducers)
+		if b.Get(k) != nil {
+			return ErrProducerExists
+		}
+		return b.Put(k, v)
+	})
+	if errors.Is(err, ErrProducerExists) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("metadata: put producer %d: %w", p.ID, err)
+	}
+	return nil
+}
+
+// Producers returns every recorded producer id, in id order.
+func (s *Store) Producers() ([]ProducerDef, error) {
+	var out []ProducerDef
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketProducers).ForEach(func(k, v []byte) error {
+			if len(k) != 8 {
+				return fmt.Errorf("metadata: producer key %x is not 8 bytes", k)
+			}
+			p := ProducerDef{ID: binary.BigEndian.Uint64(k)}
+			if err := json.Unmarshal(v, &p); err != nil {
+				return fmt.Errorf("metadata: producer %d is unreadable: %w", p.ID, err)
+			}
+			out = append(out, p)
 			return nil
 		})
 	})

@@ -77,6 +77,9 @@ type Session interface {
 	Streams(ctx context.Context, tenant, namespace string) ([]StreamInfo, error)
 	// DeleteStream deletes a stream and ends its subscriptions.
 	DeleteStream(ctx context.Context, scope wire.Scope) error
+	// InitProducer gives the session's tenant a new idempotent producer
+	// id; its sequences start at 0 on every shard of every stream.
+	InitProducer(ctx context.Context) (uint64, error)
 	// Reauthenticate replaces the session's credential with a fresh token
 	// for the same tenant, before or after the old one expired; on an
 	// error the old one stays in force.
@@ -96,7 +99,17 @@ type Publish struct {
 	// only); otherwise it fails with *wire.RefusedError and nothing is
 	// written.
 	ExpectedOffset *uint64
+	// Producer, when set, is an idempotent producer's batch (durable
+	// streams only): a re-send of one the shard remembers is answered with
+	// its original offset and written nothing; a refusal is a
+	// *wire.RefusedError (sequence_gap, unknown_producer, sequence_reused,
+	// sequence_expired) and nothing is written.
+	Producer *ProducerSeq
 }
+
+// ProducerSeq is an idempotent producer's id (from InitProducer) and the
+// batch's sequence on its shard.
+type ProducerSeq struct{ ID, Seq uint64 }
 
 // Bytes sums the payload sizes.
 func (p *Publish) Bytes() int64 { return wire.PayloadBytes(p.Payloads) }

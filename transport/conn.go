@@ -317,6 +317,8 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 		answer(r, m.RequestID, func() (wire.Message, error) { return readStream(ctx, h.session, m) })
 	case *wire.OffsetForTime:
 		answer(r, m.RequestID, func() (wire.Message, error) { return offsetForTime(ctx, h.session, m) })
+	case *wire.ProducerInit:
+		answer(r, m.RequestID, func() (wire.Message, error) { return initProducer(ctx, h.session, m) })
 	case *wire.StreamDelete:
 		answer(r, m.RequestID, func() (wire.Message, error) {
 			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))
@@ -412,6 +414,9 @@ func (h *connHandler) handlePublish(r *responder, flags uint16, payload []byte) 
 	sp := &service.Publish{Scope: p.Scope, Key: p.Key, Payloads: p.Payloads}
 	if p.Conditional {
 		sp.ExpectedOffset = &p.Expected
+	}
+	if p.Idempotent {
+		sp.Producer = &service.ProducerSeq{ID: p.ProducerID, Seq: p.Sequence}
 	}
 	if err := h.session.Publish(h.conn.Context(), sp, done); err != nil {
 		pd.complete(err)

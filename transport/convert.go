@@ -109,3 +109,11 @@ func offsetForTime(ctx context.Context, s service.Session, m *wire.OffsetForTime
 	}
 	return &wire.TimeOffset{RequestID: m.RequestID, Offset: off}, nil
 }
+
+func initProducer(ctx context.Context, s service.Session, m *wire.ProducerInit) (wire.Message, error) {
+	id, err := s.InitProducer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.ProducerInitOK{RequestID: m.RequestID, ProducerID: id}, nil
+}

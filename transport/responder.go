@@ -42,8 +42,9 @@ func (p *pending) appendTo(b []byte) []byte {
 	}
 	var refused *wire.RefusedError
 	if errors.As(p.err, &refused) {
-		// A conditional publish the broker did not write: its answer is
-		// a PublishRefused message, in the publish's place in order.
+		// A conditional or idempotent publish the broker did not write:
+		// its answer is a PublishRefused message, in the publish's place
+		// in order.
 		b, _ = wire.AppendMessage(b, &wire.PublishRefused{RequestID: p.requestID, Reason: refused.Reason, Expected: refused.Expected, Tail: refused.Tail, Message: refused.Message})
 		return b
 	}

@@ -55,9 +55,15 @@ type Publish struct {
 	// start at Expected; they are always acked.
 	Conditional bool
 	Expected    uint64
-	Key         []byte
-	Scope       Scope
-	Payloads    [][]byte
+	// Idempotent publishes (FlagPublishIdempotent) carry their producer's
+	// id and the batch's sequence on its shard; they are always acked and
+	// never conditional.
+	Idempotent bool
+	ProducerID uint64
+	Sequence   uint64
+	Key        []byte
+	Scope      Scope
+	Payloads   [][]byte
 }
 
 // Bytes sums the payload sizes.
@@ -88,6 +94,10 @@ func AppendPublish(b []byte, p *Publish) []byte {
 		flags |= FlagPublishIf
 		n += 8
 	}
+	if p.Idempotent {
+		flags |= FlagPublishIdempotent
+		n += 16
+	}
 	if p.Key != nil {
 		flags |= FlagPublishKeyed
 		n += 2 + len(p.Key)
@@ -100,6 +110,10 @@ func AppendPublish(b []byte, p *Publish) []byte {
 	}
 	if p.Conditional {
 		b = binary.BigEndian.AppendUint64(b, p.Expected)
+	}
+	if p.Idempotent {
+		b = binary.BigEndian.AppendUint64(b, p.ProducerID)
+		b = binary.BigEndian.AppendUint64(b, p.Sequence)
 	}
 	if p.Key != nil {
 		b = appendBytes16(b, p.Key)
@@ -135,6 +149,15 @@ func DecodePublish(flags uint16, payload []byte) (Publish, error) {
 			return p, fmt.Errorf("%w: a conditional publish must be acked", ErrMalformed)
 		}
 		p.Conditional, p.Expected = true, d.u64()
+	}
+	if flags&FlagPublishIdempotent != 0 {
+		if flags&FlagPublishAcked == 0 {
+			return p, fmt.Errorf("%w: an idempotent publish must be acked", ErrMalformed)
+		}
+		if flags&FlagPublishIf != 0 {
+			return p, fmt.Errorf("%w: a publish cannot be both conditional and idempotent", ErrMalformed)
+		}
+		p.Idempotent, p.ProducerID, p.Sequence = true, d.u64(), d.u64()
 	}
 	if flags&FlagPublishKeyed != 0 {
 		p.Key = d.bytes16()

@@ -52,6 +52,16 @@ func TestPublishRoundTrip(t *testing.T) {
 			wantFlags: FlagPublishBatch | FlagPublishAcked | FlagPublishIf,
 		},
 		{
+			name:      "idempotent keyed",
+			give:      Publish{RequestID: 11, Ack: AckPerBatch, Idempotent: true, ProducerID: math.MaxUint64, Sequence: 1 << 40, Key: []byte("k"), Scope: scope, Payloads: [][]byte{[]byte("x"), []byte("y")}},
+			wantFlags: FlagPublishBatch | FlagPublishAcked | FlagPublishIdempotent | FlagPublishKeyed,
+		},
+		{
+			name:      "idempotent sequence 0",
+			give:      Publish{RequestID: 12, Ack: AckPerMessage, Idempotent: true, ProducerID: 1, Scope: scope, Payloads: [][]byte{[]byte("x")}},
+			wantFlags: FlagPublishBatch | FlagPublishAcked | FlagPublishIdempotent,
+		},
+		{
 			name:      "empty key is still keyed",
 			give:      Publish{Key: []byte{}, Scope: scope, Payloads: [][]byte{[]byte("x")}},
 			wantFlags: FlagPublishBatch | FlagPublishKeyed,
@@ -216,6 +226,9 @@ func TestDecodePublishRejects(t *testing.T) {
 		{name: "with ack flag", flags: valid.flags() | FlagPublishAck, give: valid.bytes()},
 		{name: "conditional unacked", flags: FlagPublishBatch | FlagPublishIf, give: append(make([]byte, 8), publishPayload{scope: scope, count: 1, payloads: [][]byte{[]byte("x")}}.bytes()...)},
 		{name: "conditional flag without its offset", flags: valid.flags() | FlagPublishIf, give: valid.bytes()[:9]},
+		{name: "idempotent unacked", flags: FlagPublishBatch | FlagPublishIdempotent, give: append(make([]byte, 16), publishPayload{scope: scope, count: 1, payloads: [][]byte{[]byte("x")}}.bytes()...)},
+		{name: "idempotent without its sequence", flags: valid.flags() | FlagPublishIdempotent, give: valid.bytes()[:9+8]},
+		{name: "idempotent and conditional", flags: valid.flags() | FlagPublishIdempotent | FlagPublishIf, give: append(append(valid.bytes()[:9:9], make([]byte, 24)...), valid.bytes()[9:]...)},
 		{name: "nil payload", flags: FlagPublishBatch, give: nil},
 		{name: "empty payload", flags: valid.flags(), give: []byte{}},
 		{name: "empty batch", flags: FlagPublishBatch, give: publishPayload{scope: scope}.bytes()},

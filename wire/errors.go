@@ -140,12 +140,15 @@ func (e *CursorError) Error() string {
 // publish whose expected offset was not the stream's next.
 var ErrOffsetMismatch = errors.New("wire: publish refused: offset_mismatch")
 
-// RefusedError is a refused conditional publish; the broker sends it as
-// PublishRefused. Nothing of the batch was written and no offset was used.
+// RefusedError is a refused conditional or idempotent publish; the broker
+// sends it as PublishRefused. Nothing of the batch was written and no
+// offset was used.
 type RefusedError struct {
-	Reason   string // offset_mismatch
-	Expected uint64 // what the publisher expected
-	Tail     uint64 // the offset the batch would have started at
+	Reason string // offset_mismatch, or an idempotent producer's Reason*
+	// Expected is what the publisher expected (offset_mismatch), or the
+	// sequence the shard expected from the producer (sequence_gap).
+	Expected uint64
+	Tail     uint64 // offset_mismatch: the offset the batch would have started at
 	Message  string
 }
 
@@ -153,7 +156,13 @@ func (e *RefusedError) Error() string {
 	if e.Message != "" {
 		return "publish refused: " + e.Reason + ": " + e.Message
 	}
-	return fmt.Sprintf("publish refused: %s: expected offset %d, the stream's next is %d", e.Reason, e.Expected, e.Tail)
+	switch e.Reason {
+	case ReasonOffsetMismatch:
+		return fmt.Sprintf("publish refused: %s: expected offset %d, the stream's next is %d", e.Reason, e.Expected, e.Tail)
+	case ReasonSequenceGap:
+		return fmt.Sprintf("publish refused: %s: the shard expects sequence %d", e.Reason, e.Expected)
+	}
+	return "publish refused: " + e.Reason
 }
 
 // Is makes errors.Is(err, ErrOffsetMismatch) match an offset mismatch.
@@ -164,6 +173,21 @@ func (e *RefusedError) Is(target error) bool {
 // ReasonOffsetMismatch is RefusedError's reason for an expected offset
 // that was not the stream's next.
 const ReasonOffsetMismatch = "offset_mismatch"
+
+// RefusedError's reasons for an idempotent producer's publish (§5.9).
+const (
+	// ReasonSequenceGap: the sequence skips ahead; Expected is the one the
+	// shard expects next.
+	ReasonSequenceGap = "sequence_gap"
+	// ReasonUnknownProducer: the producer id was never given out by
+	// producer_init, or the shard no longer remembers it.
+	ReasonUnknownProducer = "unknown_producer"
+	// ReasonSequenceReused: a remembered sequence re-sent with other content.
+	ReasonSequenceReused = "sequence_reused"
+	// ReasonSequenceExpired: a sequence older than the batches the shard
+	// remembers for the producer.
+	ReasonSequenceExpired = "sequence_expired"
+)
 
 // AsError returns err as a wire error, wrapping anything else as internal.
 func AsError(err error) *Error {

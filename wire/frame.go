@@ -63,11 +63,16 @@ const (
 	// FeaturePublishConditional): a u64 expected offset follows the acked
 	// prefix, and the batch is written only if it would start there.
 	FlagPublishIf uint16 = 0x0200
+	// FlagPublishIdempotent modifies an acked FlagPublishBatch (an idempotent
+	// producer's publish, with FeatureIdempotentProducer): a u64 producer id
+	// and a u64 sequence follow the acked prefix. It does not combine with
+	// FlagPublishIf (malformed).
+	FlagPublishIdempotent uint16 = 0x0100
 
 	// knownFlags is every bit this version understands. Unknown bits are
 	// rejected, never masked, so a newer peer's layout is not misread.
 	knownFlags = FlagPublishBatch | FlagEventBatch | FlagPublishAcked | FlagPublishAck | FlagPublishKeyed |
-		FlagEventBatchOffsets | FlagPublishAckOffset | FlagPublishIf
+		FlagEventBatchOffsets | FlagPublishAckOffset | FlagPublishIf | FlagPublishIdempotent
 )
 
 // Header is a decoded frame header.

@@ -345,6 +345,7 @@ func fuzzSeeds() map[string][]fuzzSeed {
 		{"keyed-empty-key", Publish{Key: []byte{}, Scope: scope, Payloads: [][]byte{{}}}},
 		{"empty-scope-empty-payloads", Publish{Payloads: [][]byte{nil, nil, nil}}},
 		{"conditional-keyed", Publish{RequestID: 3, Ack: AckPerBatch, Conditional: true, Expected: 1 << 40, Key: []byte("k"), Scope: scope, Payloads: [][]byte{[]byte("x")}}},
+		{"idempotent-keyed", Publish{RequestID: 4, Ack: AckPerBatch, Idempotent: true, ProducerID: 1<<63 | 7, Sequence: 1 << 33, Key: []byte("k"), Scope: scope, Payloads: [][]byte{[]byte("x"), []byte("y")}}},
 	}
 	for _, pp := range publishes {
 		frame := AppendPublish(nil, &pp.p)

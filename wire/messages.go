@@ -35,6 +35,8 @@ const (
 	TypePublishRefused       MsgType = "publish_refused"
 	TypeOffsetForTime        MsgType = "offset_for_time"
 	TypeTimeOffset           MsgType = "time_offset"
+	TypeProducerInit         MsgType = "producer_init"
+	TypeProducerInitOK       MsgType = "producer_init_ok"
 )
 
 // Reply is a broker answer to a request; AnswerTo is the request's id, which
@@ -53,10 +55,13 @@ func (m *StreamRecords) AnswerTo() uint64        { return m.RequestID }
 func (m *TimeOffset) AnswerTo() uint64           { return m.RequestID }
 func (m *SubscribeCursorError) AnswerTo() uint64 { return m.RequestID }
 func (m *PublishRefused) AnswerTo() uint64       { return m.RequestID }
+func (m *ProducerInitOK) AnswerTo() uint64       { return m.RequestID }
 
-// PublishRefused answers a conditional publish the broker did not write:
-// Reason offset_mismatch, with Expected and Tail (the offset the batch
-// would have started at), on the publish's stream in its place in order.
+// PublishRefused answers a conditional or idempotent publish the broker did
+// not write, on the publish's stream in its place in order: Reason
+// offset_mismatch, with Expected and Tail (the offset the batch would have
+// started at); or an idempotent producer's refusal (Reason* constants),
+// with Expected the sequence the shard expects on a sequence_gap.
 type PublishRefused struct {
 	RequestID uint64 `msgpack:"request_id"`
 	Reason    string `msgpack:"reason"`
@@ -82,10 +87,12 @@ const (
 	FeatureSubscribeQueue  uint32 = 0x4000_0000
 	// FeaturePublishConditional: publish_if (FlagPublishIf, PublishRefused).
 	FeaturePublishConditional uint32 = 0x1000_0000
+	// FeatureIdempotentProducer: producer_init and FlagPublishIdempotent.
+	FeatureIdempotentProducer uint32 = 0x0000_0200
 
 	// SupportedFeatures is every feature this version implements.
 	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards |
-		FeaturePublishConditional
+		FeaturePublishConditional | FeatureIdempotentProducer
 	// SupportedFlags is every frame flag this version reads and writes.
 	SupportedFlags = knownFlags
 )
@@ -309,6 +316,22 @@ type TimeOffset struct {
 	Offset    uint64 `msgpack:"offset"`
 }
 
+// ProducerInit asks for a new idempotent producer id for the connection's
+// tenant; answered by ProducerInitOK. Each id is given once; its
+// sequences start at 0 on every shard.
+type ProducerInit struct {
+	RequestID uint64 `msgpack:"request_id"`
+}
+
+// ProducerInitOK answers ProducerInit with the producer's id.
+type ProducerInitOK struct {
+	RequestID  uint64 `msgpack:"request_id"`
+	ProducerID uint64 `msgpack:"producer_id"`
+}
+
+func (*ProducerInit) Type() MsgType   { return TypeProducerInit }
+func (*ProducerInitOK) Type() MsgType { return TypeProducerInitOK }
+
 func (*OffsetForTime) Type() MsgType { return TypeOffsetForTime }
 func (*TimeOffset) Type() MsgType    { return TypeTimeOffset }
 
@@ -372,6 +395,10 @@ func newMessage(t MsgType) Message {
 		return &OffsetForTime{}
 	case TypeTimeOffset:
 		return &TimeOffset{}
+	case TypeProducerInit:
+		return &ProducerInit{}
+	case TypeProducerInitOK:
+		return &ProducerInitOK{}
 	}
 	return nil
 }

@@ -55,13 +55,19 @@ var allMessages = []Message{
 	&OffsetForTime{},
 	&TimeOffset{RequestID: 14, Offset: math.MaxUint64},
 	&TimeOffset{},
+	&ProducerInit{RequestID: 15},
+	&ProducerInit{},
+	&ProducerInitOK{RequestID: 15, ProducerID: math.MaxUint64},
+	&ProducerInitOK{},
+	&PublishRefused{RequestID: 16, Reason: ReasonSequenceGap, Expected: 3},
+	&PublishRefused{RequestID: 17, Reason: ReasonUnknownProducer},
 }
 
 var allTypes = []MsgType{
 	TypeAuth, TypeAuthOK, TypeSubscribe, TypeSubscribed, TypeUnsubscribe, TypeOK, TypeError, TypeEventStreamHello,
 	TypeStreamCreate, TypeStreamGet, TypeStreamList, TypeStreamDelete, TypeStreamInfo, TypeStreamInfos,
 	TypeStreamRead, TypeSubscribeCursorError, TypeSubscriptionLagged, TypeStreamRecords,
-	TypeOffsetForTime, TypeTimeOffset,
+	TypeOffsetForTime, TypeTimeOffset, TypePublishRefused, TypeProducerInit, TypeProducerInitOK,
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -38,6 +38,7 @@ type pubOpts struct {
 	jsonAcks  bool
 	inflight  int
 	ifOffset  uint64
+	idem      bool
 	quiet     bool
 
 	flags *pflag.FlagSet
@@ -57,6 +58,7 @@ func newPubCmd() *command {
 	fs.IntVar(&o.inflight, "inflight", 0, "with acks: acked publishes awaiting their ack at once (0: the broker's publish window)")
 	fs.BoolVar(&o.jsonAcks, "json-acks", false, `print one JSON line per acknowledged batch to stdout as its ack arrives, in order: {"offset":N,"count":M,"index":I} (offset on a durable stream; index is the batch's first message, counting this run's from 0)`)
 	fs.Uint64Var(&o.ifOffset, "if-offset", 0, "publish the MESSAGE arguments as one batch only if it would start at this offset (a durable stream's next offset); otherwise nothing is written and felix exits 1 naming the stream's next offset")
+	fs.BoolVar(&o.idem, "idempotent", false, "publish through an idempotent producer: each batch (each message under --ack message) is sent, and re-sent after a lost connection or a broker restart, until it is acknowledged, and written exactly once; one batch at a time (durable streams only)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress or summary on stderr (errors still print)")
 	c := &command{
 		name:  "pub",
@@ -98,6 +100,22 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 		return o.publishIf(ctx, c, args)
 	}
 	p := &publisher{c: c, stream: o.conn.streamRef(), mode: mode, batchSize: 1}
+	if o.idem {
+		// The producer takes c as its first client and dials again
+		// whenever the one it has is gone.
+		first := c
+		p.idem, err = client.NewIdempotentProducer(ctx, func(ctx context.Context) (*client.Client, error) {
+			if c := first; c != nil {
+				first = nil
+				return c, nil
+			}
+			return o.conn.dial(ctx)
+		})
+		if err != nil {
+			closeClient(c)
+			return o.explainPublishError(err, 0)
+		}
+	}
 	if o.jsonAcks {
 		p.acks = bufio.NewWriter(os.Stdout)
 	}
@@ -129,6 +147,11 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 	// finishes the publish stream and waits for the broker's end of it), so
 	// nothing handed to the client is lost by exiting. Not ctx: a stdin run
 	// stopped by SIGINT still delivers what it read.
+	if p.idem != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		_ = p.idem.Close(closeCtx) // closes the client it has (c, or a redialed one)
+		cancel()
+	}
 	closeClient(c)
 	if perr := p.failure(); perr != nil && (err == nil || errors.Is(err, perr)) {
 		err = perr
@@ -213,8 +236,12 @@ func (o *pubOpts) check(args []string) (wire.AckMode, error) {
 		return 0, usagef("--inflight bounds acked publishes: not with --ack none")
 	case mode == wire.AckNone && o.jsonAcks:
 		return 0, usagef("--json-acks prints acks: not with --ack none")
-	case o.flags.Changed("if-offset") && (len(args) == 0 || o.count > 0 || o.flags.Changed("ack") || o.jsonAcks || o.flags.Changed("key")):
-		return 0, usagef("--if-offset publishes the MESSAGE arguments as one acked batch: give messages, and not --count, --ack, --key or --json-acks")
+	case o.flags.Changed("if-offset") && (len(args) == 0 || o.count > 0 || o.flags.Changed("ack") || o.jsonAcks || o.flags.Changed("key") || o.idem):
+		return 0, usagef("--if-offset publishes the MESSAGE arguments as one acked batch: give messages, and not --count, --ack, --key, --json-acks or --idempotent")
+	case o.idem && mode == wire.AckNone:
+		return 0, usagef("--idempotent publishes are acked: not with --ack none")
+	case o.idem && o.flags.Changed("inflight"):
+		return 0, usagef("--idempotent sends one batch at a time: not with --inflight")
 	}
 	return mode, nil
 }
@@ -268,6 +295,8 @@ type publisher struct {
 	opts      client.PublishOptions
 	batchSize int           // messages per batch under --ack batch; 1 otherwise
 	acks      *bufio.Writer // --json-acks; written by promises only
+	// idem, under --idempotent, publishes every acked batch in turn.
+	idem *client.IdempotentProducer
 
 	issued      int64        // messages handed to Produce; the sending goroutine's
 	sent, bytes atomic.Int64 // acknowledged (or, fire-and-forget, sent); read by the progress goroutine
@@ -329,12 +358,26 @@ func (p *publisher) send(ctx context.Context, payloads [][]byte) error {
 	return nil
 }
 
-// produce hands one acked batch to the client.
+// produce hands one acked batch to the client; under --idempotent it
+// publishes it through the producer and returns once it is acknowledged.
 func (p *publisher) produce(ctx context.Context, payloads [][]byte) error {
 	index, n := p.issued, len(payloads)
 	var size int64
 	for _, pl := range payloads {
 		size += int64(len(pl))
+	}
+	if p.idem != nil {
+		res, err := p.idem.Publish(ctx, p.stream, payloads, p.opts.Key)
+		if err != nil {
+			return err
+		}
+		p.issued += int64(n)
+		p.noteOffset(res, n)
+		p.count(int64(n), size)
+		if p.acks != nil {
+			p.printAck(res, n, index)
+		}
+		return p.failure()
 	}
 	err := p.c.Produce(ctx, p.stream, payloads, p.opts, func(res client.PublishResult, err error) {
 		if err != nil {
