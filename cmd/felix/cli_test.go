@@ -863,3 +863,24 @@ func TestPubIfOffset(t *testing.T) {
 	}
 	felix("pub", "--stream", "ledger", "--if-offset", "3").wantExit(t, 2) // no message
 }
+
+// TestPubIdempotent: felix pub --idempotent publishes through an idempotent
+// producer: every message lands once, in order, with its offsets.
+func TestPubIdempotent(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	conn := []string{"--broker", b.addr, "--ca", b.ca, "--token", b.token}
+	felix := func(args ...string) *proc { return runFelix(t, opts{}, append(args, conn...)...) }
+	felix("stream", "create", "--stream", "safe", "--durable").wantExit(t, 0)
+	pub := felix("pub", "--stream", "safe", "--idempotent", "--json", "a", "b", "c")
+	pub.wantExit(t, 0)
+	if !strings.Contains(pub.stdout.String(), `"first_offset":0`) || !strings.Contains(pub.stdout.String(), `"last_offset":2`) {
+		t.Errorf("pub --idempotent --json printed %q, want offsets 0 to 2", pub.stdout)
+	}
+	felix("pub", "--stream", "safe", "--idempotent", "--ack", "none", "x").wantExit(t, 2)
+	read := felix("read", "--stream", "safe", "--from", "0")
+	read.wantExit(t, 0)
+	if got := strings.Count(read.stdout.String(), "\n"); got != 3 {
+		t.Errorf("the log holds %d records, want 3:\n%s", got, read.stdout)
+	}
+}
