@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -53,11 +54,18 @@ func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger, b *Br
 	mux.HandleFunc("GET /debug/actors", b.requireNode(auth.ActionNodeView, b.handleActors))
 	// Always routed, so a request with chaos off gets a clear 403 rather than a 404.
 	mux.HandleFunc("POST /debug/chaos/kill", b.requireNode(auth.ActionNodeManage, b.handleKill))
+	writeTimeout := 30 * time.Second // a scrape of a busy broker's metrics takes a while
+	if b.cfg.Pprof {
+		servePprof(mux, b)
+		// net/http/pprof refuses a CPU profile or trace longer than the
+		// write timeout; its default profile is 30 s.
+		writeTimeout = 70 * time.Second
+	}
 	a.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second, // a scrape of a busy broker's metrics takes a while
+		WriteTimeout:      writeTimeout,
 		IdleTimeout:       adminIdleTimeout,
 		MaxHeaderBytes:    16 << 10,
 	}
@@ -128,4 +136,17 @@ func (a *adminServer) close(ctx context.Context) error {
 	err := a.srv.Shutdown(ctx)
 	<-a.done
 	return err
+}
+
+// servePprof routes Go's runtime profiles (net/http/pprof) under
+// /debug/pprof/, each behind a node.view token like the tree: a profile
+// shows the broker's internals, and a CPU profile costs CPU while it runs.
+func servePprof(mux *http.ServeMux, b *Broker) {
+	view := func(h http.HandlerFunc) http.HandlerFunc { return b.requireNode(auth.ActionNodeView, h) }
+	mux.HandleFunc("GET /debug/pprof/", view(pprof.Index)) // named profiles: heap, goroutine, allocs, …
+	mux.HandleFunc("GET /debug/pprof/cmdline", view(pprof.Cmdline))
+	mux.HandleFunc("GET /debug/pprof/profile", view(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/symbol", view(pprof.Symbol))
+	mux.HandleFunc("POST /debug/pprof/symbol", view(pprof.Symbol))
+	mux.HandleFunc("GET /debug/pprof/trace", view(pprof.Trace))
 }

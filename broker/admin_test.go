@@ -386,3 +386,52 @@ func TestAdminClosesIdleConnections(t *testing.T) {
 		t.Fatalf("an idle keep-alive connection after 200 ms idle timeout: read %v, want EOF (closed by the server)", err)
 	}
 }
+
+// TestAdminPprof: with pprof on, the admin endpoint serves Go's profiles to
+// a node.view token (401 without one); with it off (the default) there is
+// no such route.
+func TestAdminPprof(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprint("pprof=", on), func(t *testing.T) {
+			cfg := brokertest.Config(t)
+			cfg.Admin = "127.0.0.1:0"
+			cfg.Pprof = on
+			b := brokertest.Start(t, cfg)
+			ctx := testCtx(t, 20*time.Second)
+			hc := &http.Client{Timeout: 10 * time.Second}
+			t.Cleanup(hc.CloseIdleConnections)
+			get := func(path, token string) (int, string) {
+				t.Helper()
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.AdminAddr().String()+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				res, err := hc.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				body, _ := io.ReadAll(res.Body)
+				return res.StatusCode, string(body)
+			}
+			code, body := get("/debug/pprof/goroutine?debug=1", b.AdminToken())
+			switch {
+			case on && (code != http.StatusOK || !strings.Contains(body, "goroutine profile")):
+				t.Fatalf("pprof on: goroutine profile = %d %.80q, want 200 and the profile", code, body)
+			case !on && code != http.StatusNotFound:
+				t.Fatalf("pprof off: /debug/pprof/goroutine = %d, want 404", code)
+			}
+			if on {
+				if code, _ := get("/debug/pprof/heap", ""); code != http.StatusUnauthorized {
+					t.Fatalf("pprof with no token = %d, want 401", code)
+				}
+				if code, _ := get("/debug/pprof/profile?seconds=1", b.AdminToken()); code != http.StatusOK {
+					t.Fatalf("a 1 s CPU profile = %d, want 200", code)
+				}
+			}
+		})
+	}
+}

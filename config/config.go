@@ -30,6 +30,10 @@ type Config struct {
 	// actors on request. Off by default, so a stray request cannot crash a
 	// production broker.
 	Chaos bool `yaml:"chaos" help:"enable the admin endpoint's chaos routes, which crash or stop actors on request"`
+	// Pprof serves Go's runtime profiles (net/http/pprof) on the admin
+	// endpoint under /debug/pprof/, to a node.view token. Off by default:
+	// a profile costs CPU while it runs.
+	Pprof bool `yaml:"pprof" help:"serve Go's runtime profiles (net/http/pprof) on the admin endpoint under /debug/pprof/ (needs a node.view token)"`
 	// LogLevel is a zerolog level name: trace, debug, info, warn, error.
 	LogLevel string `yaml:"log_level" help:"log level"`
 	// Auth is how clients authenticate: "jwt" (signed tokens, the default;
