@@ -30,135 +30,163 @@ var choices = map[string][]string{
 // Validate refuses values the broker cannot run with. It returns every
 // problem joined, each naming its key, so one run shows all the bad keys.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, msg string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(msg, args...)))
-	}
-	atLeast := func(key string, v, lo int64) {
-		if v < lo {
-			bad(key, "must be at least %d, got %d", lo, v)
-		}
-	}
-	atMost := func(key string, v, hi int64, why string) {
-		if v > hi {
-			bad(key, "must be at most %d (%s), got %d", hi, why, v)
-		}
-	}
-	notNegative := func(key string, d time.Duration) {
-		if d < 0 {
-			bad(key, "must not be negative, got %s", d)
-		}
-	}
-	oneOf := func(key, v string) {
-		if !slices.Contains(choices[key], v) {
-			bad(key, "must be one of %s, got %q", strings.Join(choices[key], ", "), v)
-		}
-	}
+	ck := &checker{}
+	c.validateEdge(ck)
+	c.validateSubscribers(ck)
+	c.validateDurable(ck)
+	c.validateAuth(ck)
+	return errors.Join(ck.errs...)
+}
 
-	oneOf("log_level", c.LogLevel)
+// checker collects Validate's problems.
+type checker struct{ errs []error }
+
+func (ck *checker) raw(err error) { ck.errs = append(ck.errs, err) }
+
+func (ck *checker) bad(key, msg string, args ...any) {
+	ck.raw(fmt.Errorf("config: %s: %s", key, fmt.Sprintf(msg, args...)))
+}
+
+func (ck *checker) atLeast(key string, v, lo int64) {
+	if v < lo {
+		ck.bad(key, "must be at least %d, got %d", lo, v)
+	}
+}
+
+func (ck *checker) atMost(key string, v, hi int64, why string) {
+	if v > hi {
+		ck.bad(key, "must be at most %d (%s), got %d", hi, why, v)
+	}
+}
+
+func (ck *checker) notNegative(key string, d time.Duration) {
+	if d < 0 {
+		ck.bad(key, "must not be negative, got %s", d)
+	}
+}
+
+func (ck *checker) oneOf(key, v string) {
+	if !slices.Contains(choices[key], v) {
+		ck.bad(key, "must be one of %s, got %q", strings.Join(choices[key], ", "), v)
+	}
+}
+
+// validateEdge checks the network edge's knobs and the quotas.
+func (c Config) validateEdge(ck *checker) {
+	ck.oneOf("log_level", c.LogLevel)
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		bad("tls_cert", "and tls_key must be set together (both empty generates a certificate)")
+		ck.bad("tls_cert", "and tls_key must be set together (both empty generates a certificate)")
 	}
 
-	atLeast("max_frame_bytes", int64(c.MaxFrameBytes), minFrameBytes)
-	atLeast("pre_auth_max_frame_bytes", int64(c.PreAuthMaxFrameBytes), minFrameBytes)
-	atMost("max_frame_bytes", int64(c.MaxFrameBytes), math.MaxUint32, "a frame's length is 32 bits on the wire")
+	ck.atLeast("max_frame_bytes", int64(c.MaxFrameBytes), minFrameBytes)
+	ck.atLeast("pre_auth_max_frame_bytes", int64(c.PreAuthMaxFrameBytes), minFrameBytes)
+	ck.atMost("max_frame_bytes", int64(c.MaxFrameBytes), math.MaxUint32, "a frame's length is 32 bits on the wire")
 	if c.PreAuthMaxFrameBytes > c.MaxFrameBytes {
-		bad("pre_auth_max_frame_bytes", "%d is larger than max_frame_bytes %d", c.PreAuthMaxFrameBytes, c.MaxFrameBytes)
+		ck.bad("pre_auth_max_frame_bytes", "%d is larger than max_frame_bytes %d", c.PreAuthMaxFrameBytes, c.MaxFrameBytes)
 	}
 	if c.AuthTimeout <= 0 {
-		bad("auth_timeout_ms", "must be positive, got %s", c.AuthTimeout)
+		ck.bad("auth_timeout_ms", "must be positive, got %s", c.AuthTimeout)
 	}
 	if c.FrameReadTimeout <= 0 {
-		bad("frame_read_timeout_ms", "must be positive, got %s", c.FrameReadTimeout)
+		ck.bad("frame_read_timeout_ms", "must be positive, got %s", c.FrameReadTimeout)
 	}
 
 	// Quotas: 0 turns each off, so only a negative value is a mistake.
-	atLeast("max_client_connections", int64(c.MaxClientConnections), 0)
-	atLeast("max_connections_per_ip", int64(c.MaxConnectionsPerIP), 0)
-	atLeast("tenant_publish_bytes_per_sec", c.TenantPublishBytesPerSec, 0)
-	atLeast("tenant_publish_msgs_per_sec", c.TenantPublishMsgsPerSec, 0)
-	atLeast("tenant_max_streams", int64(c.TenantMaxStreams), 0)
-	atLeast("tenant_max_subscriptions", int64(c.TenantMaxSubscriptions), 0)
+	ck.atLeast("max_client_connections", int64(c.MaxClientConnections), 0)
+	ck.atLeast("max_connections_per_ip", int64(c.MaxConnectionsPerIP), 0)
+	ck.atLeast("tenant_publish_bytes_per_sec", c.TenantPublishBytesPerSec, 0)
+	ck.atLeast("tenant_publish_msgs_per_sec", c.TenantPublishMsgsPerSec, 0)
+	ck.atLeast("tenant_max_streams", int64(c.TenantMaxStreams), 0)
+	ck.atLeast("tenant_max_subscriptions", int64(c.TenantMaxSubscriptions), 0)
 
-	atLeast("pub_queue_depth", int64(c.PubQueueDepth), 1)
-	notNegative("publish_queue_wait_timeout_ms", c.PublishQueueWaitTimeout) // 0: no wait
-	atLeast("publish_window", int64(c.PublishWindow), 0)                    // 0 turns pipelining off (reference §3.1)
+	ck.atLeast("pub_queue_depth", int64(c.PubQueueDepth), 1)
+	ck.notNegative("publish_queue_wait_timeout_ms", c.PublishQueueWaitTimeout) // 0: no wait
+	ck.atLeast("publish_window", int64(c.PublishWindow), 0)                    // 0 turns pipelining off (reference §3.1)
+}
 
-	atLeast("subscriber_queue_capacity", int64(c.SubscriberQueueCapacity), 1)
-	atLeast("subscriber_queue_capacity_max", int64(c.SubscriberQueueCapacityMax), 1)
+// validateSubscribers checks the publish and delivery queues.
+func (c Config) validateSubscribers(ck *checker) {
+	ck.atLeast("subscriber_queue_capacity", int64(c.SubscriberQueueCapacity), 1)
+	ck.atLeast("subscriber_queue_capacity_max", int64(c.SubscriberQueueCapacityMax), 1)
 	if c.SubscriberQueueCapacity > c.SubscriberQueueCapacityMax {
-		bad("subscriber_queue_capacity", "%d is larger than subscriber_queue_capacity_max %d",
+		ck.bad("subscriber_queue_capacity", "%d is larger than subscriber_queue_capacity_max %d",
 			c.SubscriberQueueCapacity, c.SubscriberQueueCapacityMax)
 	}
-	atLeast("subscriber_queue_max_bytes", c.SubscriberQueueMaxBytes, 0) // 0: no per-subscriber byte bound
-	atLeast("subscriber_queue_max_bytes_total", c.SubscriberQueueMaxBytesTotal, 0)
+	ck.atLeast("subscriber_queue_max_bytes", c.SubscriberQueueMaxBytes, 0) // 0: no per-subscriber byte bound
+	ck.atLeast("subscriber_queue_max_bytes_total", c.SubscriberQueueMaxBytesTotal, 0)
 	// A total below one queue's own bound makes that bound unreachable: almost
 	// certainly a unit slip, not a plan.
 	if t, one := c.SubscriberQueueMaxBytesTotal, c.SubscriberQueueMaxBytes; t > 0 && t < one {
-		bad("subscriber_queue_max_bytes_total", "%d is smaller than subscriber_queue_max_bytes %d", t, one)
+		ck.bad("subscriber_queue_max_bytes_total", "%d is smaller than subscriber_queue_max_bytes %d", t, one)
 	}
-	oneOf("subscriber_queue_policy", c.SubscriberQueuePolicy)
+	ck.oneOf("subscriber_queue_policy", c.SubscriberQueuePolicy)
 	if c.SubscriberBlockMaxWait <= 0 {
-		bad("subscriber_block_max_wait_ms", "must be positive, got %s", c.SubscriberBlockMaxWait)
+		ck.bad("subscriber_block_max_wait_ms", "must be positive, got %s", c.SubscriberBlockMaxWait)
 	}
-	atLeast("subscriber_egress_max_bytes", c.SubscriberEgressMaxBytes, 0)
-	atLeast("subscriber_writer_lanes", int64(c.SubscriberWriterLanes), 1)
-	atLeast("subscriber_lane_queue_depth", int64(c.SubscriberLaneQueueDepth), 1)
+	ck.atLeast("subscriber_egress_max_bytes", c.SubscriberEgressMaxBytes, 0)
+	ck.atLeast("subscriber_writer_lanes", int64(c.SubscriberWriterLanes), 1)
+	ck.atLeast("subscriber_lane_queue_depth", int64(c.SubscriberLaneQueueDepth), 1)
 	if c.SubscriberLaneQueuePolicy == "drop_new" {
-		bad("subscriber_lane_queue_policy", "drop_new is not offered: a lane is shared by many subscriptions, and dropping there lost batches of subscribers that kept up; lanes wait (block), and each subscription's own queue applies subscriber_queue_policy. Remove the setting")
+		ck.bad("subscriber_lane_queue_policy", "drop_new is not offered: a lane is shared by many subscriptions, and dropping there lost batches of subscribers that kept up; lanes wait (block), and each subscription's own queue applies subscriber_queue_policy. Remove the setting")
 	} else {
-		oneOf("subscriber_lane_queue_policy", c.SubscriberLaneQueuePolicy)
+		ck.oneOf("subscriber_lane_queue_policy", c.SubscriberLaneQueuePolicy)
 	}
-	oneOf("subscriber_lane_shard", c.SubscriberLaneShard)
+	ck.oneOf("subscriber_lane_shard", c.SubscriberLaneShard)
 
-	atLeast("event_batch_max_events", int64(c.EventBatchMaxEvents), 1)
-	atLeast("event_batch_max_bytes", int64(c.EventBatchMaxBytes), 0)
-	notNegative("event_batch_max_delay_us", c.EventBatchMaxDelay) // 0: never wait to fill a batch
-	atLeast("fanout_batch_size", int64(c.FanoutBatchSize), 0)     // 0 and 1: single-event mode
-	atLeast("replay_ring_records", int64(c.ReplayRingRecords), 1)
-	atLeast("replay_ring_max_bytes", c.ReplayRingMaxBytes, 0)
-	atLeast("replay_ring_max_bytes_total", c.ReplayRingMaxBytesTotal, 0)
+	ck.atLeast("event_batch_max_events", int64(c.EventBatchMaxEvents), 1)
+	ck.atLeast("event_batch_max_bytes", int64(c.EventBatchMaxBytes), 0)
+	ck.notNegative("event_batch_max_delay_us", c.EventBatchMaxDelay) // 0: never wait to fill a batch
+	ck.atLeast("fanout_batch_size", int64(c.FanoutBatchSize), 0)     // 0 and 1: single-event mode
+	ck.atLeast("replay_ring_records", int64(c.ReplayRingRecords), 1)
+	ck.atLeast("replay_ring_max_bytes", c.ReplayRingMaxBytes, 0)
+	ck.atLeast("replay_ring_max_bytes_total", c.ReplayRingMaxBytesTotal, 0)
+}
+
+// validateDurable checks the durable log's knobs.
+func (c Config) validateDurable(ck *checker) {
 	switch c.DurableFsync {
 	case "none", "periodic", "on_commit":
 	default:
-		errs = append(errs, fmt.Errorf("config: durable_fsync %q is not none, periodic or on_commit", c.DurableFsync))
+		ck.raw(fmt.Errorf("config: durable_fsync %q is not none, periodic or on_commit", c.DurableFsync))
 	}
 	if c.DurableSyncInterval <= 0 {
-		errs = append(errs, fmt.Errorf("config: durable_sync_interval_ms must be positive, got %s", c.DurableSyncInterval))
+		ck.raw(fmt.Errorf("config: durable_sync_interval_ms must be positive, got %s", c.DurableSyncInterval))
 	}
-	atLeast("durable_segment_bytes", c.DurableSegmentBytes, 64<<10)
-	atMost("durable_segment_bytes", c.DurableSegmentBytes, 1<<30, "1 GiB: index positions are 32 bits")
+	ck.atLeast("durable_segment_bytes", c.DurableSegmentBytes, 64<<10)
+	ck.atMost("durable_segment_bytes", c.DurableSegmentBytes, 1<<30, "1 GiB: index positions are 32 bits")
 	// A log appending touches its segment, two indexes and its mark at once.
-	atLeast("durable_max_open_files", int64(c.DurableMaxOpenFiles), 16)
-	atLeast("durable_retention_bytes", c.DurableRetentionBytes, 0)
-	notNegative("durable_retention_age_ms", c.DurableRetentionAge)
+	ck.atLeast("durable_max_open_files", int64(c.DurableMaxOpenFiles), 16)
+	ck.atLeast("durable_retention_bytes", c.DurableRetentionBytes, 0)
+	ck.notNegative("durable_retention_age_ms", c.DurableRetentionAge)
 	if c.DurableRetentionInterval <= 0 {
-		errs = append(errs, fmt.Errorf("config: durable_retention_interval_ms must be positive, got %s", c.DurableRetentionInterval))
+		ck.raw(fmt.Errorf("config: durable_retention_interval_ms must be positive, got %s", c.DurableRetentionInterval))
 	}
 	if c.ReplayRingMaxBytesTotal > 0 && c.ReplayRingMaxBytesTotal < c.ReplayRingMaxBytes {
-		errs = append(errs, fmt.Errorf("config: replay_ring_max_bytes_total (%d) is smaller than one ring's replay_ring_max_bytes (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes))
+		ck.raw(fmt.Errorf("config: replay_ring_max_bytes_total (%d) is smaller than one ring's replay_ring_max_bytes (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes))
 	}
+}
+
+// validateAuth checks authentication and the admin endpoint (and the one
+// stream lifecycle knob that fits nowhere else).
+func (c Config) validateAuth(ck *checker) {
 	if c.StreamIdleTimeout < 0 {
-		bad("stream_idle_timeout_ms", "must not be negative (0 never reclaims), got %s", c.StreamIdleTimeout)
+		ck.bad("stream_idle_timeout_ms", "must not be negative (0 never reclaims), got %s", c.StreamIdleTimeout)
 	}
 	if c.Auth != "jwt" && c.Auth != "none" {
-		errs = append(errs, fmt.Errorf("config: auth %q is not jwt or none", c.Auth))
+		ck.raw(fmt.Errorf("config: auth %q is not jwt or none", c.Auth))
 	}
 	if c.Auth == "none" && c.AuthKeys != "" {
-		errs = append(errs, fmt.Errorf("config: auth_keys %q is set but auth is none: keys would be ignored; drop one", c.AuthKeys))
+		ck.raw(fmt.Errorf("config: auth_keys %q is set but auth is none: keys would be ignored; drop one", c.AuthKeys))
 	}
 	if c.Auth == "jwt" && c.AuthAudience == "" {
-		errs = append(errs, fmt.Errorf("config: auth_audience is empty; tokens must name an audience (the default is felix)"))
+		ck.raw(fmt.Errorf("config: auth_audience is empty; tokens must name an audience (the default is felix)"))
 	}
 	if c.TLSClientCertBindSubject && c.TLSClientCA == "" {
-		errs = append(errs, fmt.Errorf("config: tls_client_cert_bind_subject needs tls_client_ca: without client certificates there is no subject to bind"))
+		ck.raw(fmt.Errorf("config: tls_client_cert_bind_subject needs tls_client_ca: without client certificates there is no subject to bind"))
 	}
 	if c.Admin != "" {
 		if _, _, err := net.SplitHostPort(c.Admin); err != nil {
-			errs = append(errs, fmt.Errorf("config: admin %q is not host:port (empty turns the admin endpoint off): %w", c.Admin, err))
+			ck.raw(fmt.Errorf("config: admin %q is not host:port (empty turns the admin endpoint off): %w", c.Admin, err))
 		}
 	}
-
-	return errors.Join(errs...)
 }
