@@ -99,32 +99,9 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 		defer closeClient(c)
 		return o.publishIf(ctx, c, args)
 	}
-	p := &publisher{c: c, stream: o.conn.streamRef(), mode: mode, batchSize: 1}
-	if o.idem {
-		// The producer takes c as its first client and dials again
-		// whenever the one it has is gone.
-		first := c
-		p.idem, err = client.NewIdempotentProducer(ctx, func(ctx context.Context) (*client.Client, error) {
-			if c := first; c != nil {
-				first = nil
-				return c, nil
-			}
-			return o.conn.dial(ctx)
-		})
-		if err != nil {
-			closeClient(c)
-			return o.explainPublishError(err, 0)
-		}
-	}
-	if o.jsonAcks {
-		p.acks = bufio.NewWriter(os.Stdout)
-	}
-	if mode == wire.AckPerBatch {
-		p.batchSize = o.batchSize
-	}
-	p.opts = client.PublishOptions{Ack: mode, FireAndForget: mode == wire.AckNone}
-	if o.key != "" {
-		p.opts.Key = []byte(o.key)
+	p, err := o.newPublisher(ctx, c, mode)
+	if err != nil {
+		return err
 	}
 
 	start := time.Now()
@@ -175,26 +152,7 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 		return o.explainPublishError(err, confirmed)
 	}
 
-	n, size := p.sent.Load(), p.bytes.Load()
-	if !o.quiet {
-		msg := fmt.Sprintf("published %d %s to %s (ack: %s) in %s", n, plural(n, "message"), o.conn.scope(), mode, formatDuration(elapsed))
-		if o.count > 0 && elapsed > 0 {
-			secs := elapsed.Seconds()
-			msg += fmt.Sprintf(" (%.0f msg/s, %.1f MB/s)", float64(n)/secs, float64(size)/secs/1e6)
-		}
-		fmt.Fprintln(os.Stderr, msg)
-	}
-	if o.json {
-		sum := pubSummary{Published: n, Bytes: size, Seconds: elapsed.Seconds(), Stream: o.conn.scope(), Ack: mode.String()}
-		if p.hasOffset {
-			sum.FirstOffset, sum.LastOffset = &p.first, &p.last
-		}
-		out, _ := json.Marshal(sum)
-		if _, err := fmt.Printf("%s\n", out); err != nil {
-			return err
-		}
-	}
-	return nil
+	return o.report(p, mode, elapsed)
 }
 
 type pubSummary struct {
@@ -611,6 +569,65 @@ func (o *pubOpts) publishIf(ctx context.Context, c *client.Client, args []string
 		fmt.Printf("{\"written\":true,\"offset\":%d,\"count\":%d}\n", off, len(payloads))
 	} else if !o.quiet {
 		fmt.Fprintf(os.Stderr, "published %d %s to %s at offset %d\n", len(payloads), plural(int64(len(payloads)), "message"), o.conn.scope(), off)
+	}
+	return nil
+}
+
+// newPublisher prepares the publishing side of a run: the ack mode, batch
+// size, key, --json-acks output and, with --idempotent, the producer. On an
+// error c is closed.
+func (o *pubOpts) newPublisher(ctx context.Context, c *client.Client, mode wire.AckMode) (*publisher, error) {
+	var err error
+	p := &publisher{c: c, stream: o.conn.streamRef(), mode: mode, batchSize: 1}
+	if o.idem {
+		// The producer takes c as its first client and dials again
+		// whenever the one it has is gone.
+		first := c
+		p.idem, err = client.NewIdempotentProducer(ctx, func(ctx context.Context) (*client.Client, error) {
+			if c := first; c != nil {
+				first = nil
+				return c, nil
+			}
+			return o.conn.dial(ctx)
+		})
+		if err != nil {
+			closeClient(c)
+			return nil, o.explainPublishError(err, 0)
+		}
+	}
+	if o.jsonAcks {
+		p.acks = bufio.NewWriter(os.Stdout)
+	}
+	if mode == wire.AckPerBatch {
+		p.batchSize = o.batchSize
+	}
+	p.opts = client.PublishOptions{Ack: mode, FireAndForget: mode == wire.AckNone}
+	if o.key != "" {
+		p.opts.Key = []byte(o.key)
+	}
+	return p, nil
+}
+
+// report prints a finished run's summary on stderr and, with --json, stdout.
+func (o *pubOpts) report(p *publisher, mode wire.AckMode, elapsed time.Duration) error {
+	n, size := p.sent.Load(), p.bytes.Load()
+	if !o.quiet {
+		msg := fmt.Sprintf("published %d %s to %s (ack: %s) in %s", n, plural(n, "message"), o.conn.scope(), mode, formatDuration(elapsed))
+		if o.count > 0 && elapsed > 0 {
+			secs := elapsed.Seconds()
+			msg += fmt.Sprintf(" (%.0f msg/s, %.1f MB/s)", float64(n)/secs, float64(size)/secs/1e6)
+		}
+		fmt.Fprintln(os.Stderr, msg)
+	}
+	if o.json {
+		sum := pubSummary{Published: n, Bytes: size, Seconds: elapsed.Seconds(), Stream: o.conn.scope(), Ack: mode.String()}
+		if p.hasOffset {
+			sum.FirstOffset, sum.LastOffset = &p.first, &p.last
+		}
+		out, _ := json.Marshal(sum)
+		if _, err := fmt.Printf("%s\n", out); err != nil {
+			return err
+		}
 	}
 	return nil
 }
