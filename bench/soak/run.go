@@ -186,6 +186,18 @@ func (r *run) drive(ctx context.Context, b *brokerProc) (*Summary, error) {
 	r.snapshot(ctx, "streams")
 
 	sum := &Summary{Config: cfg, Started: r.start.UTC(), ConnsTarget: cfg.Conns, SubsTarget: cfg.Subs}
+	r.connectAll(ctx, l, sum)
+	if err := r.runLoad(ctx, b, l, token, sum); err != nil {
+		return nil, err
+	}
+	r.closeDown(b, l, sum)
+	return sum, nil
+}
+
+// connectAll opens the well-behaved clients' connections and
+// subscriptions, within --setup-timeout.
+func (r *run) connectAll(ctx context.Context, l *load, sum *Summary) {
+	cfg := r.cfg
 	setupCtx, cancelSetup := context.WithTimeout(ctx, cfg.Setup)
 	defer cancelSetup()
 	r.setPhase("connect")
@@ -202,7 +214,12 @@ func (r *run) drive(ctx context.Context, b *brokerProc) (*Summary, error) {
 			cfg.Setup, sum.ConnsReached, cfg.Conns, sum.SubsReached, cfg.Subs))
 	}
 	r.snapshot(ctx, "subscribed")
+}
 
+// runLoad runs the publishers, readers and hostile clients for --duration,
+// then waits for them to stop.
+func (r *run) runLoad(ctx context.Context, b *brokerProc, l *load, token string, sum *Summary) error {
+	cfg := r.cfg
 	// The load.
 	r.setPhase("load")
 	loadCtx, cancelLoad := context.WithTimeout(ctx, cfg.Duration)
@@ -217,14 +234,14 @@ func (r *run) drive(ctx context.Context, b *brokerProc) (*Summary, error) {
 	if cfg.Hostile {
 		h, err := newHostile(b.addr, b.certFile(), token)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.mu.Lock()
 		r.h = h
 		r.mu.Unlock()
 		wg.Go(func() { h.run(loadCtx) })
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	<-loadCtx.Done()
 	sum.LoadSeconds = time.Since(t0).Seconds()
 	if ctx.Err() != nil {
@@ -238,7 +255,12 @@ func (r *run) drive(ctx context.Context, b *brokerProc) (*Summary, error) {
 	// cancelled (Ctrl-C), and the shutdown is still measured.
 	end := r.snapshot(context.Background(), "load end")
 	sum.FinalRSS, sum.FinalFDs = end.Proc.RSS, end.Proc.FDs
+	return nil
+}
 
+// closeDown closes every client and records what the broker kept: after
+// the close, and (with --settle) after the next garbage collection.
+func (r *run) closeDown(b *brokerProc, l *load, sum *Summary) {
 	r.setPhase("close")
 	l.closeAll()
 	released := r.awaitReleased(b)
@@ -268,7 +290,6 @@ func (r *run) drive(ctx context.Context, b *brokerProc) (*Summary, error) {
 		sum.LiveAtEnd = true
 	}
 	sum.BrokerMetrics = closed.M
-	return sum, nil
 }
 
 // fillHostileReadStream makes the durable stream the unread-answers attack
