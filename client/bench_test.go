@@ -10,6 +10,22 @@ import (
 	"github.com/getfelix/felix-go/wire"
 )
 
+// durableBench starts a broker with a durable stream "bench" (durable_fsync
+// periodic, the default) and dials it; everything stops when b ends.
+func durableBench(b *testing.B) (context.Context, *client.Client, client.Stream) {
+	b.Helper()
+	cfg := brokertest.Config(b)
+	br := brokertest.Start(b, cfg)
+	c := brokertest.Dial(b, br, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	b.Cleanup(cancel)
+	st := client.Stream{Name: "bench"}
+	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		b.Fatal(err)
+	}
+	return ctx, c, st
+}
+
 // BenchmarkProduceIf measures one writer pipelining conditional
 // single-record batches to a durable stream (durable_fsync periodic, the
 // default), each expecting where the one before ends, against the same
@@ -23,15 +39,7 @@ func BenchmarkProduceIf(b *testing.B) {
 			name = "conditional"
 		}
 		b.Run(name, func(b *testing.B) {
-			cfg := brokertest.Config(b)
-			br := brokertest.Start(b, cfg)
-			c := brokertest.Dial(b, br, cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			st := client.Stream{Name: "bench"}
-			if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
-				b.Fatal(err)
-			}
+			ctx, c, st := durableBench(b)
 			payload := [][]byte{make([]byte, 128)}
 			var failed error
 			promise := func(_ client.PublishResult, err error) {
@@ -75,15 +83,7 @@ func BenchmarkIdempotentPublish(b *testing.B) {
 			name = "idempotent"
 		}
 		b.Run(name, func(b *testing.B) {
-			cfg := brokertest.Config(b)
-			br := brokertest.Start(b, cfg)
-			c := brokertest.Dial(b, br, cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			st := client.Stream{Name: "bench"}
-			if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
-				b.Fatal(err)
-			}
+			ctx, c, st := durableBench(b)
 			batch := make([][]byte, 16)
 			for i := range batch {
 				batch[i] = make([]byte, 128)
