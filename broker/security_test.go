@@ -76,7 +76,7 @@ func (v *victim) unchanged(t *testing.T, ctx context.Context, b *broker.Broker, 
 	if err != nil || string(ev.Payload) != "after" {
 		t.Fatalf("the victim's subscriber got %q (%v), want %q: it should only see its own publish", ev.Payload, err, "after")
 	}
-	if got := counterValue(t, b, "felix_auth_refused_total", "", ""); got < float64(attacks) {
+	if got := brokertest.Value(t, b, "felix_auth_refused_total"); got < float64(attacks) {
 		t.Fatalf("felix_auth_refused_total = %v after %d refused operations", got, attacks)
 	}
 }
@@ -408,7 +408,7 @@ func TestQuotas(t *testing.T) {
 		}
 	})
 	for _, limit := range []string{"tenant_publish_msgs_per_sec", "tenant_max_subscriptions", "tenant_max_streams", "max_connections_per_ip"} {
-		if got := counterValue(t, b, "felix_quota_refused_total", "limit", limit); got == 0 {
+		if got := brokertest.Value(t, b, "felix_quota_refused_total", "limit", limit); got == 0 {
 			t.Errorf("felix_quota_refused_total{limit=%q} = 0 after refusals", limit)
 		}
 	}
@@ -442,31 +442,6 @@ func TestAuthNone(t *testing.T) {
 		_ = nb.Stop(ctx)
 		t.Fatalf("auth none on 0.0.0.0 started (%v), want a refusal naming auth_none_anywhere", err)
 	}
-}
-
-// counterValue reads one series of a labelled counter; with an empty label
-// it sums every series.
-func counterValue(t *testing.T, b *broker.Broker, name, label, value string) float64 {
-	t.Helper()
-	families, err := b.Metrics().Registry.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if label == "" || (l.GetName() == label && l.GetValue() == value) {
-					sum += m.GetCounter().GetValue()
-					break
-				}
-			}
-		}
-	}
-	return sum
 }
 
 // TestTokenExpiryEndsRights: when a connection's token expires its open
