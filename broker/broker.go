@@ -20,6 +20,7 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/lanes"
@@ -100,6 +101,10 @@ type Broker struct {
 
 	// logFiles bounds the durable logs' open files together (durable.go).
 	logFiles durableFiles
+
+	// node is this broker's cluster membership (cluster.go); nil for a
+	// single broker.
+	node *cluster.Node
 }
 
 // New checks cfg and builds a broker; Start makes it serve.

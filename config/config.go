@@ -165,4 +165,22 @@ type Config struct {
 	// ReplayRingMaxBytesTotal bounds every shard's ring together (default:
 	// an eighth of the machine's memory; 0 = off).
 	ReplayRingMaxBytesTotal int64 `yaml:"replay_ring_max_bytes_total" help:"payload bytes in every shard's replay ring together; default an eighth of the machine's memory; 0 = off"`
+
+	// Cluster mode: set ClusterEtcd and the broker joins a cluster whose
+	// membership, stream definitions and shard owners live in etcd (see
+	// ARCHITECTURE.md, "The cluster"). Empty: a single broker.
+	ClusterEtcd string `yaml:"cluster_etcd" help:"join a cluster: comma-separated etcd client URLs (http://host:2379,...); empty runs a single broker"`
+	// ClusterName names the cluster; members of one etcd prefix must agree.
+	ClusterName string `yaml:"cluster_name" help:"the cluster's name; a broker whose name differs from the one in etcd under cluster_etcd_prefix is refused at join"`
+	// ClusterEtcdPrefix is the etcd key prefix the cluster keeps its state under.
+	ClusterEtcdPrefix string `yaml:"cluster_etcd_prefix" help:"etcd key prefix of the cluster's state; two clusters sharing one etcd need different prefixes"`
+	// ClusterNodeID is this member's id; empty uses the id kept in
+	// DataDir/node.id, made on first start.
+	ClusterNodeID string `yaml:"cluster_node_id" help:"this member's id, unique in the cluster; empty uses the one kept in the data dir (node.id), made on first start"`
+	// ClusterAdvertise is the felix/1 address other members and clients
+	// reach this broker at; empty uses the bound listen address.
+	ClusterAdvertise string `yaml:"cluster_advertise" help:"felix/1 address (host:port) clients are sent to for this member's shards; empty uses the bound listen address"`
+	// ClusterLeaseTTL is the owner lease's time to live, in whole seconds:
+	// a member that stops renewing loses its shards after it.
+	ClusterLeaseTTL time.Duration `yaml:"cluster_lease_ttl_ms" help:"time to live of this member's etcd lease, whole seconds, at least 2000: its shards move to other members this long after it stops renewing, and it stops acknowledging before that"`
 }

@@ -93,5 +93,9 @@ func Default() Config {
 		ReplayRingMaxBytesTotal: defaultRingTotal(),
 		// Not in the reference: issue #11 (streams made by a publish were never reclaimed).
 		StreamIdleTimeout: 10 * time.Minute,
+
+		ClusterName:       "felix",
+		ClusterEtcdPrefix: "/felix",
+		ClusterLeaseTTL:   5 * time.Second,
 	}
 }

@@ -35,6 +35,7 @@ func (c Config) Validate() error {
 	c.validateSubscribers(ck)
 	c.validateDurable(ck)
 	c.validateAuth(ck)
+	c.validateCluster(ck)
 	return errors.Join(ck.errs...)
 }
 
@@ -189,4 +190,39 @@ func (c Config) validateAuth(ck *checker) {
 			ck.raw(fmt.Errorf("config: admin %q is not host:port (empty turns the admin endpoint off): %w", c.Admin, err))
 		}
 	}
+}
+
+func (c Config) validateCluster(ck *checker) {
+	if c.ClusterEtcd == "" {
+		return
+	}
+	if c.ClusterName == "" {
+		ck.bad("cluster_name", "must not be empty in a cluster")
+	}
+	if !strings.HasPrefix(c.ClusterEtcdPrefix, "/") {
+		ck.bad("cluster_etcd_prefix", "must start with /, got %q", c.ClusterEtcdPrefix)
+	}
+	if c.ClusterLeaseTTL < 2*time.Second || c.ClusterLeaseTTL%time.Second != 0 {
+		// etcd grants leases in whole seconds, and refuses less than its
+		// minimum (about 1.5 s with default election timing).
+		ck.bad("cluster_lease_ttl_ms", "must be whole seconds, at least 2000, got %s", c.ClusterLeaseTTL)
+	}
+	if c.ClusterNodeID != "" && !validNodeID(c.ClusterNodeID) {
+		ck.bad("cluster_node_id", "use letters, digits, '-', '_' and '.', at most 64, got %q", c.ClusterNodeID)
+	}
+}
+
+// validNodeID keeps node ids usable in etcd keys, actor names and logs.
+func validNodeID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }

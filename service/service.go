@@ -77,6 +77,11 @@ type Session interface {
 	Streams(ctx context.Context, tenant, namespace string) ([]StreamInfo, error)
 	// DeleteStream deletes a stream and ends its subscriptions.
 	DeleteStream(ctx context.Context, scope wire.Scope) error
+	// ShardOwners says which member owns each shard of a stream, making an
+	// implicit stream on first use as a publish would. A single broker
+	// names itself (an empty Addr). It waits a little for shards that are
+	// being placed; one still without an owner is reported not Available.
+	ShardOwners(ctx context.Context, scope wire.Scope) (*Topology, error)
 	// InitProducer gives the session's tenant a new idempotent producer
 	// id; its sequences start at 0 on every shard of every stream.
 	InitProducer(ctx context.Context) (uint64, error)
@@ -145,6 +150,15 @@ type Subscribe struct {
 	QueueCapacity int64
 	Start         Start
 	Offset        uint64
+}
+
+// Topology is a stream's shards and who owns each, in shard order.
+type Topology struct {
+	Scope   wire.Scope
+	Shards  uint32
+	Routing string // a routing.Routing's name: how keys pick shards
+	Durable bool
+	Owners  []wire.ShardOwner
 }
 
 // Subscribed answers Subscribe.

@@ -72,6 +72,9 @@ type Error struct {
 	Code    Code
 	Retry   RetryClass
 	Message string
+	// Owner, when set, names the member that owns the shard (not_leader:
+	// go there; shard_unavailable: the member that is gone).
+	Owner *Owner
 	// Cause is the broker-side error this one reports, when it was built
 	// with WrapError; Unwrap returns it, so errors.Is(err,
 	// persistence.ErrPoisoned) works inside the broker. It never travels:
@@ -122,6 +125,8 @@ var (
 	ErrDraining        = &Error{Code: CodeDraining}
 	ErrInternal        = &Error{Code: CodeInternal}
 	ErrStorage         = &Error{Code: CodeStorage}
+	ErrNotLeader       = &Error{Code: CodeNotLeader}
+	ErrUnavailable     = &Error{Code: CodeShardUnavailable}
 )
 
 // CursorError is a refused start offset; the broker sends it as

@@ -37,6 +37,8 @@ const (
 	TypeTimeOffset           MsgType = "time_offset"
 	TypeProducerInit         MsgType = "producer_init"
 	TypeProducerInitOK       MsgType = "producer_init_ok"
+	TypeShardOwners          MsgType = "shard_owners"
+	TypeShardOwnersView      MsgType = "shard_owners_view"
 )
 
 // Reply is a broker answer to a request; AnswerTo is the request's id, which
@@ -89,10 +91,15 @@ const (
 	FeaturePublishConditional uint32 = 0x1000_0000
 	// FeatureIdempotentProducer: producer_init and FlagPublishIdempotent.
 	FeatureIdempotentProducer uint32 = 0x0000_0200
+	// FeatureRedirect: errors may name the shard's owner (ErrorMsg.Owner,
+	// FlagPublishAckOwner on a failed binary ack), so a client can go there.
+	FeatureRedirect uint32 = 0x0000_0002
+	// FeatureShardOwners: shard_owners, answered by shard_owners_view.
+	FeatureShardOwners uint32 = 0x0004_0000
 
 	// SupportedFeatures is every feature this version implements.
 	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards |
-		FeaturePublishConditional | FeatureIdempotentProducer
+		FeaturePublishConditional | FeatureIdempotentProducer | FeatureRedirect | FeatureShardOwners
 	// SupportedFlags is every frame flag this version reads and writes.
 	SupportedFlags = knownFlags
 )
@@ -187,10 +194,58 @@ type ErrorMsg struct {
 	Code      Code       `msgpack:"code"`
 	Retry     RetryClass `msgpack:"retry"`
 	Message   string     `msgpack:"message"`
+	// Owner, with FeatureRedirect, names the member that owns the shard
+	// the request was for (not_leader, shard_moved).
+	Owner *Owner `msgpack:"owner,omitempty"`
 }
 
 // Err returns the message as an *Error.
-func (e *ErrorMsg) Err() *Error { return &Error{Code: e.Code, Retry: e.Retry, Message: e.Message} }
+func (e *ErrorMsg) Err() *Error {
+	return &Error{Code: e.Code, Retry: e.Retry, Message: e.Message, Owner: e.Owner}
+}
+
+// Owner names the cluster member that owns a shard and where clients reach
+// it over felix/1. Generation is the ownership's fencing epoch: it grows
+// with every change of owner, so of two answers naming different owners
+// the larger generation is the newer.
+type Owner struct {
+	NodeID     string `msgpack:"node_id"`
+	Addr       string `msgpack:"addr"`
+	Generation uint64 `msgpack:"generation"`
+}
+
+// ShardOwners asks which member owns each shard of a stream (it makes an
+// implicit stream on first use, as a publish would); answered by
+// ShardOwnersView.
+type ShardOwners struct {
+	RequestID uint64 `msgpack:"request_id"`
+	Tenant    string `msgpack:"tenant"`
+	Namespace string `msgpack:"namespace"`
+	Stream    string `msgpack:"stream"`
+}
+
+// ShardOwnersView is a stream's shards and their owners, one entry per
+// shard in shard order. A single broker names itself with an empty Addr:
+// "the broker you asked".
+type ShardOwnersView struct {
+	RequestID uint64       `msgpack:"request_id"`
+	Shards    uint32       `msgpack:"shards"`
+	Routing   string       `msgpack:"routing"`
+	Durable   bool         `msgpack:"durable"`
+	Owners    []ShardOwner `msgpack:"owners"`
+}
+
+// ShardOwner is one shard's owner. Available is false when no member can
+// serve the shard now: not placed yet, or a durable shard whose member is
+// down (Owner then names that member).
+type ShardOwner struct {
+	Shard     uint32 `msgpack:"shard"`
+	Owner     Owner  `msgpack:"owner"`
+	Available bool   `msgpack:"available"`
+}
+
+func (*ShardOwners) Type() MsgType     { return TypeShardOwners }
+func (*ShardOwnersView) Type() MsgType { return TypeShardOwnersView }
 
 // EventStreamHello is the first frame of a subscription's event stream and
 // the only one that names the subscription.
@@ -357,6 +412,10 @@ func newMessage(t MsgType) Message {
 		return &Auth{}
 	case TypeAuthOK:
 		return &AuthOK{}
+	case TypeShardOwners:
+		return &ShardOwners{}
+	case TypeShardOwnersView:
+		return &ShardOwnersView{}
 	case TypeSubscribe:
 		return &Subscribe{}
 	case TypeSubscribed:
