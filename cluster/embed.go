@@ -1,0 +1,106 @@
+package cluster
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// etcdReadyTimeout bounds StartEtcd's wait for the member to serve. A
+// single member elects itself in about a second; much longer means its
+// data dir or the machine is in trouble, and waiting on hides that.
+const etcdReadyTimeout = 30 * time.Second
+
+// EtcdLogFile is the file in StartEtcd's dir that receives etcd's own
+// errors; nothing of etcd goes to the process's stderr.
+const EtcdLogFile = "etcd.log"
+
+// Etcd is a single-member etcd run inside this process, on 127.0.0.1 only:
+// what `felix dev cluster` and the cluster tests give their brokers. It is
+// not for production, where etcd runs as its own replicated service.
+type Etcd struct {
+	e        *embed.Etcd
+	log      *os.File
+	endpoint string
+}
+
+// StartEtcd starts a single-member etcd keeping its data in dir (created
+// when missing; a dir from an earlier run is reopened with its keys). It
+// listens for clients and peers on free 127.0.0.1 ports and returns once
+// the member serves, or fails after 30 s.
+func StartEtcd(dir string) (*Etcd, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("cluster: etcd dir %s: %w (choose a writable folder)", dir, err)
+	}
+	log, err := os.OpenFile(filepath.Join(dir, EtcdLogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: etcd log: %w", err)
+	}
+	e, err := embed.StartEtcd(etcdConfig(filepath.Join(dir, "data"), log))
+	if err != nil {
+		log.Close()
+		return nil, fmt.Errorf("cluster: start etcd in %s: %w (see %s)", dir, err, log.Name())
+	}
+	ec := &Etcd{e: e, log: log, endpoint: "http://" + e.Clients[0].Addr().String()}
+	if err := ec.waitReady(); err != nil {
+		ec.Close()
+		return nil, err
+	}
+	return ec, nil
+}
+
+// etcdConfig binds client and peer to port 0 on 127.0.0.1: embed listens
+// before it builds the server and reports the bound listeners in
+// Etcd.Clients, so no port has to be guessed free and then raced for. The
+// peer URL etcd records is then http://127.0.0.1:0, which a single member
+// never dials.
+func etcdConfig(dataDir string, log *os.File) *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Dir = dataDir
+	anyPort := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	cfg.ListenClientUrls = []url.URL{anyPort}
+	cfg.AdvertiseClientUrls = []url.URL{anyPort}
+	cfg.ListenPeerUrls = []url.URL{anyPort}
+	cfg.AdvertisePeerUrls = []url.URL{anyPort}
+	cfg.InitialCluster = cfg.Name + "=" + anyPort.String()
+	// Our own logger rather than LogOutputs: zap's file sinks are process
+	// globals that Close could not close.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
+		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(log), zapcore.ErrorLevel)))
+	return cfg
+}
+
+func (ec *Etcd) waitReady() error {
+	timer := time.NewTimer(etcdReadyTimeout)
+	defer timer.Stop()
+	select {
+	case <-ec.e.Server.ReadyNotify():
+		return nil
+	case err := <-ec.e.Err():
+		return fmt.Errorf("cluster: etcd stopped while starting: %w (see %s)", err, ec.log.Name())
+	case <-timer.C:
+		return fmt.Errorf("cluster: etcd not ready after %s (see %s; is the machine overloaded or the disk slow?)",
+			etcdReadyTimeout, ec.log.Name())
+	}
+}
+
+// Endpoint is the client URL, http://127.0.0.1:PORT, for --cluster-etcd.
+func (ec *Etcd) Endpoint() string { return ec.endpoint }
+
+// Err delivers an error when etcd stops serving on its own; Close closes
+// the channel.
+func (ec *Etcd) Err() <-chan error { return ec.e.Err() }
+
+// Close stops etcd and waits for it: its listeners are closed and its
+// data flushed when Close returns. Clients still connected see their
+// requests fail.
+func (ec *Etcd) Close() {
+	ec.e.Close()
+	ec.log.Close()
+}
