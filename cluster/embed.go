@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -25,9 +26,11 @@ const EtcdLogFile = "etcd.log"
 // what `felix dev cluster` and the cluster tests give their brokers. It is
 // not for production, where etcd runs as its own replicated service.
 type Etcd struct {
-	e        *embed.Etcd
-	log      *os.File
-	endpoint string
+	e         *embed.Etcd
+	log       *os.File
+	logLevel  zap.AtomicLevel
+	endpoint  string
+	closeOnce sync.Once
 }
 
 // StartEtcd starts a single-member etcd keeping its data in dir (created
@@ -42,12 +45,13 @@ func StartEtcd(dir string) (*Etcd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: etcd log: %w", err)
 	}
-	e, err := embed.StartEtcd(etcdConfig(filepath.Join(dir, "data"), log))
+	level := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
+	e, err := embed.StartEtcd(etcdConfig(filepath.Join(dir, "data"), log, level))
 	if err != nil {
 		log.Close()
 		return nil, fmt.Errorf("cluster: start etcd in %s: %w (see %s)", dir, err, log.Name())
 	}
-	ec := &Etcd{e: e, log: log, endpoint: "http://" + e.Clients[0].Addr().String()}
+	ec := &Etcd{e: e, log: log, logLevel: level, endpoint: "http://" + e.Clients[0].Addr().String()}
 	if err := ec.waitReady(); err != nil {
 		ec.Close()
 		return nil, err
@@ -60,7 +64,7 @@ func StartEtcd(dir string) (*Etcd, error) {
 // Etcd.Clients, so no port has to be guessed free and then raced for. The
 // peer URL etcd records is then http://127.0.0.1:0, which a single member
 // never dials.
-func etcdConfig(dataDir string, log *os.File) *embed.Config {
+func etcdConfig(dataDir string, log *os.File, level zap.AtomicLevel) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Dir = dataDir
 	anyPort := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
@@ -72,7 +76,7 @@ func etcdConfig(dataDir string, log *os.File) *embed.Config {
 	// Our own logger rather than LogOutputs: zap's file sinks are process
 	// globals that Close could not close.
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
-		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(log), zapcore.ErrorLevel)))
+		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(log), level)))
 	return cfg
 }
 
@@ -99,8 +103,15 @@ func (ec *Etcd) Err() <-chan error { return ec.e.Err() }
 
 // Close stops etcd and waits for it: its listeners are closed and its
 // data flushed when Close returns. Clients still connected see their
-// requests fail.
+// requests fail. Closing again does nothing, so a test may stop etcd
+// early and still leave Close to its cleanup.
 func (ec *Etcd) Close() {
-	ec.e.Close()
-	ec.log.Close()
+	ec.closeOnce.Do(func() {
+		// etcd logs each listener it closes as a serving error; on a
+		// close we asked for they are noise in the file that is read
+		// for real failures.
+		ec.logLevel.SetLevel(zapcore.FatalLevel)
+		ec.e.Close()
+		ec.log.Close()
+	})
 }

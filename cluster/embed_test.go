@@ -49,6 +49,7 @@ func TestStartEtcdReopens(t *testing.T) {
 	e := startEtcd(t, dir)
 	put(e)
 	e.Close()
+	e.Close() // a second Close does nothing
 
 	e = startEtcd(t, dir)
 	defer e.Close()
@@ -91,4 +92,16 @@ func etcdClient(t *testing.T, e *Etcd) *clientv3.Client {
 		t.Fatalf("etcd client for %s: %v", e.Endpoint(), err)
 	}
 	return c
+}
+
+// TestStartEtcdQuiet: a start and a close log nothing to etcd.log, so
+// what is there is worth reading.
+func TestStartEtcdQuiet(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	startEtcd(t, dir).Close()
+	logged, err := os.ReadFile(filepath.Join(dir, EtcdLogFile))
+	if err != nil || len(logged) != 0 {
+		t.Errorf("after a start and a close, %s holds (%v):\n%s\nwant it empty", EtcdLogFile, err, logged)
+	}
 }

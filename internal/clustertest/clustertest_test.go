@@ -1,0 +1,139 @@
+package clustertest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/cluster"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// TestStartServes: every member serves felix/1 and its admin endpoint on
+// 127.0.0.1, trusting the shared token and serving the shared certificate.
+func TestStartServes(t *testing.T) {
+	c := Start(t, Options{Nodes: 2, LeaseTTL: 2 * time.Second})
+	if got := len(c.Members()); got != 2 {
+		t.Fatalf("Start with Nodes 2 made %d members", got)
+	}
+	for i, m := range c.Members() {
+		if want := []string{"node-1", "node-2"}[i]; m.NodeID != want {
+			t.Errorf("member %d is %q, want %q", i, m.NodeID, want)
+		}
+		if !strings.HasPrefix(m.Addr, "127.0.0.1:") || !strings.HasPrefix(m.Admin, "127.0.0.1:") {
+			t.Errorf("%s: Addr %q, Admin %q, want both on 127.0.0.1", m.NodeID, m.Addr, m.Admin)
+		}
+		if c.Member(m.NodeID) != m {
+			t.Errorf("Member(%q) is not the member of that id", m.NodeID)
+		}
+		dialClose(t, c, m)
+		wantAdminAnswers(t, c, m)
+	}
+	if got := strings.Join(c.Addrs(), ","); got != c.Members()[0].Addr+","+c.Members()[1].Addr {
+		t.Errorf("Addrs() = %s, want the members' addresses in order", got)
+	}
+	logged, err := os.ReadFile(c.Members()[0].LogFile)
+	if err != nil || !strings.Contains(string(logged), "--cluster-node-id node-1") {
+		t.Errorf("node-1's log (%v) does not start with its command line:\n%s", err, logged)
+	}
+}
+
+// TestMemberLifecycle: Freeze, Thaw, Kill, Restart on the same addresses,
+// and a clean Stop.
+func TestMemberLifecycle(t *testing.T) {
+	c := Start(t, Options{Nodes: 1})
+	m := c.Members()[0]
+	addr, admin := m.Addr, m.Admin
+
+	m.Freeze(t)
+	if !m.Frozen() || !m.Running() {
+		t.Fatalf("after Freeze: Frozen %t, Running %t, want both", m.Frozen(), m.Running())
+	}
+	if waiting := c.notReady(1); len(waiting) != 1 || !strings.Contains(waiting[0], "no member is running and unfrozen") {
+		t.Errorf("notReady with the only member frozen = %q, want it to say none is live", waiting)
+	}
+	m.Thaw(t)
+	if m.Frozen() {
+		t.Fatal("Frozen after Thaw")
+	}
+	wantAdminAnswers(t, c, m)
+
+	m.Kill()
+	if m.Running() {
+		t.Fatal("Running after Kill")
+	}
+	m.Kill() // a dead member stays dead, without complaint
+	m.Restart(t)
+	if m.Addr != addr || m.Admin != admin {
+		t.Errorf("after Restart: Addr %s, Admin %s, want the same as before: %s, %s", m.Addr, m.Admin, addr, admin)
+	}
+	dialClose(t, c, m)
+
+	m.Freeze(t) // Stop thaws a frozen member so it can act on SIGTERM
+	m.Stop(t)
+	if m.Running() {
+		t.Fatal("Running after Stop")
+	}
+}
+
+// TestStatusDecodes: Status sends the token and decodes the document; an
+// error answer fails naming the member and the answer.
+func TestStatusDecodes(t *testing.T) {
+	want := cluster.Status{Cluster: "felix", NodeID: "node-1", Ready: true,
+		Members: []cluster.MemberStatus{{NodeID: "node-1", Addr: "127.0.0.1:7001", LeaseTTLLeft: 4 * time.Second, ShardsOwned: 3}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != "/debug/cluster" {
+			http.Error(w, `{"error":"not a cluster member"}`, http.StatusNotFound)
+			return
+		}
+		json.NewEncoder(w).Encode(want)
+	}))
+	defer srv.Close()
+	c := &Cluster{token: "tok", http: srv.Client()}
+	m := &Member{NodeID: "node-1", Admin: strings.TrimPrefix(srv.URL, "http://")}
+
+	got := c.Status(t, m)
+	if got.NodeID != want.NodeID || !got.Ready || len(got.Members) != 1 || got.Members[0] != want.Members[0] {
+		t.Errorf("Status = %+v, want %+v", got, want)
+	}
+	err := c.admin(m, http.MethodGet, "/debug/cluster/actors", &cluster.Trees{})
+	if err == nil || !strings.Contains(err.Error(), "node-1: GET /debug/cluster/actors answered 404 Not Found") ||
+		!strings.Contains(err.Error(), "not a cluster member") {
+		t.Errorf("a 404 answer gave %v, want an error naming the member, the request, the status and the body", err)
+	}
+}
+
+func dialClose(t *testing.T, c *Cluster, m *Member) {
+	t.Helper()
+	cl, err := client.Dial(t.Context(), m.Addr, c.ClientOptions())
+	if err != nil {
+		t.Fatalf("dial %s at %s with the cluster's CA and token: %v", m.NodeID, m.Addr, err)
+	}
+	if err := cl.Close(t.Context()); err != nil {
+		t.Errorf("close the client of %s: %v", m.NodeID, err)
+	}
+}
+
+// wantAdminAnswers: the shared token is accepted on m's /debug.
+func wantAdminAnswers(t *testing.T, c *Cluster, m *Member) {
+	t.Helper()
+	var actors struct {
+		Actors []json.RawMessage `json:"actors"`
+	}
+	if err := c.admin(m, http.MethodGet, "/debug/actors", &actors); err != nil {
+		t.Fatalf("the shared token on %s's admin endpoint: %v", m.NodeID, err)
+	}
+	if len(actors.Actors) == 0 {
+		t.Errorf("%s's /debug/actors lists no actor", m.NodeID)
+	}
+}

@@ -1,0 +1,137 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getfelix/felix-go/cluster"
+)
+
+// adminTimeout bounds one admin request; a member that takes longer is
+// stalled (or frozen), which the caller wants to hear about, not wait on.
+const adminTimeout = 5 * time.Second
+
+// Status is m's view of the cluster (GET /debug/cluster). The test fails
+// when m does not answer with one.
+func (c *Cluster) Status(t testing.TB, m *Member) cluster.Status {
+	t.Helper()
+	var st cluster.Status
+	if err := c.admin(m, http.MethodGet, "/debug/cluster", &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Trees is every member's supervision tree as m gathers them (GET
+// /debug/cluster/actors).
+func (c *Cluster) Trees(t testing.TB, m *Member) cluster.Trees {
+	t.Helper()
+	var trees cluster.Trees
+	if err := c.admin(m, http.MethodGet, "/debug/cluster/actors", &trees); err != nil {
+		t.Fatal(err)
+	}
+	return trees
+}
+
+// Drain asks m to have the member nodeID hand its in-memory shards to the
+// others (POST /debug/cluster/drain); it returns once the request is
+// accepted, not once the shards have moved.
+func (c *Cluster) Drain(t testing.TB, m *Member, nodeID string) {
+	t.Helper()
+	if err := c.admin(m, http.MethodPost, "/debug/cluster/drain?node="+url.QueryEscape(nodeID), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitReady waits until every live member (running, not frozen) says it is
+// Ready and lists n members, polling each every 100 ms for up to 30 s; the
+// test fails naming each member that is not.
+func (c *Cluster) WaitReady(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		waiting := c.notReady(n)
+		if len(waiting) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("clustertest: not ready with %d members after %s:\n  %s", n, readyTimeout, strings.Join(waiting, "\n  "))
+		}
+		<-tick.C
+	}
+}
+
+// notReady says, for each live member not yet ready with n members, what
+// it answered.
+func (c *Cluster) notReady(n int) []string {
+	var waiting []string
+	live := 0
+	for _, m := range c.members {
+		if !m.live() {
+			continue
+		}
+		live++
+		var st cluster.Status
+		if err := c.admin(m, http.MethodGet, "/debug/cluster", &st); err != nil {
+			waiting = append(waiting, err.Error())
+			continue
+		}
+		if !st.Ready || len(st.Members) != n {
+			waiting = append(waiting, fmt.Sprintf("%s: ready %t, members %v, want ready with %d", m.NodeID, st.Ready, memberIDs(st), n))
+		}
+	}
+	if live == 0 {
+		waiting = append(waiting, "no member is running and unfrozen: Restart or Thaw one")
+	}
+	return waiting
+}
+
+func memberIDs(st cluster.Status) []string {
+	ids := make([]string, len(st.Members))
+	for i, ms := range st.Members {
+		ids[i] = ms.NodeID
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// admin sends one request with Token to m's admin endpoint and decodes a
+// 2xx answer into into (when not nil).
+func (c *Cluster) admin(m *Member, method, path string, into any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+m.Admin+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %s %s: %w", m.NodeID, method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %s %s: read the answer: %w", m.NodeID, method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: %s %s answered %s: %s", m.NodeID, method, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if into == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, into); err != nil {
+		return fmt.Errorf("%s: %s %s: decode %q: %w", m.NodeID, method, path, body, err)
+	}
+	return nil
+}
