@@ -16,6 +16,7 @@ import (
 
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/cluster"
 )
 
 // adminOpts are the flags of commands that talk to a broker's admin endpoint.
@@ -66,25 +67,41 @@ func (o *adminOpts) call(ctx context.Context, method, path string, body, into an
 	if err != nil {
 		return fmt.Errorf("read admin answer: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			switch resp.StatusCode {
-			case http.StatusUnauthorized:
-				return fmt.Errorf("the admin endpoint at %s refused %s: %s. This command sent %s. %s",
-					o.addr, path, e.Error, tokenSource(o.token), howToGetToken)
-			case http.StatusForbidden:
-				if strings.HasPrefix(e.Error, "forbidden:") {
-					return fmt.Errorf("the admin endpoint at %s refused %s: %s; this command sent %s", o.addr, path, e.Error, tokenSource(o.token))
-				}
-			}
-			return errors.New(e.Error)
-		}
-		return fmt.Errorf("admin endpoint answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	if resp.StatusCode/100 != 2 {
+		return &adminRefusal{status: resp.StatusCode, err: o.refusal(resp, path, data)}
 	}
 	return json.Unmarshal(data, into)
+}
+
+// adminRefusal is an admin endpoint's non-2xx answer: its status, for
+// callers that act on one (felix dev cluster on 404), and the message.
+type adminRefusal struct {
+	status int
+	err    error
+}
+
+func (e *adminRefusal) Error() string { return e.err.Error() }
+func (e *adminRefusal) Unwrap() error { return e.err }
+
+// refusal says what a non-2xx answer means, from its JSON {"error"} when
+// it has one.
+func (o *adminOpts) refusal(resp *http.Response, path string, data []byte) error {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Error == "" {
+		return fmt.Errorf("admin endpoint answered %s: %s", resp.Status, strings.TrimSpace(string(data)))
+	}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		return fmt.Errorf("the admin endpoint at %s refused %s: %s. This command sent %s. %s",
+			o.addr, path, e.Error, tokenSource(o.token), howToGetToken)
+	case http.StatusForbidden:
+		if strings.HasPrefix(e.Error, "forbidden:") {
+			return fmt.Errorf("the admin endpoint at %s refused %s: %s; this command sent %s", o.addr, path, e.Error, tokenSource(o.token))
+		}
+	}
+	return errors.New(e.Error)
 }
 
 // bearer is the token to send: --token, $FELIX_TOKEN, else
@@ -104,9 +121,10 @@ func (o *adminOpts) bearer() (string, error) {
 }
 
 type treeOpts struct {
-	admin adminOpts
-	json  bool
-	kind  string
+	admin   adminOpts
+	json    bool
+	kind    string
+	cluster bool
 }
 
 func newTreeCmd() *command {
@@ -115,6 +133,7 @@ func newTreeCmd() *command {
 	o.admin.register(fs)
 	fs.BoolVar(&o.json, "json", false, "print the actors as JSON (one object with an \"actors\" list)")
 	fs.StringVar(&o.kind, "kind", "", "only actors of this kind: shard, feeder, lane, connection_writer, supervisor")
+	fs.BoolVar(&o.cluster, "cluster", false, "every cluster member's tree, gathered by the member at --admin, under a heading per member")
 	c := &command{
 		name:  "tree",
 		short: "print a broker's supervision tree with live mailbox depths",
@@ -122,9 +141,13 @@ func newTreeCmd() *command {
 subscription feeders, the writer lanes and the connection writers, each with
 its mailbox depth and bound, drops, restarts and what it serves.
 
+With --cluster, the member at --admin gathers every member's tree and each
+prints under its node id; a member that did not answer shows why.
+
 Examples:
   felix tree
-  felix tree --kind feeder --json`,
+  felix tree --kind feeder --json
+  felix tree --cluster --admin 127.0.0.1:7101`,
 		flags: fs,
 	}
 	c.run = o.run
@@ -134,6 +157,9 @@ Examples:
 func (o *treeOpts) run(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return usagef("tree takes no arguments, got %q", args)
+	}
+	if o.cluster {
+		return o.runCluster(ctx)
 	}
 	path := "/debug/actors"
 	if o.kind != "" {
@@ -149,6 +175,69 @@ func (o *treeOpts) run(ctx context.Context, args []string) error {
 		return json.NewEncoder(os.Stdout).Encode(res)
 	}
 	printTree(os.Stdout, res.Actors, o.kind != "")
+	return nil
+}
+
+// runCluster prints every member's tree. --kind filters here: the
+// members' documents come whole.
+func (o *treeOpts) runCluster(ctx context.Context) error {
+	var trees cluster.Trees
+	if err := o.admin.call(ctx, http.MethodGet, "/debug/cluster/actors", nil, &trees); err != nil {
+		return err
+	}
+	for i, m := range trees.Members {
+		if m.Error != "" || o.kind == "" {
+			continue
+		}
+		filtered, err := filterKind(m.Actors, o.kind)
+		if err != nil {
+			return fmt.Errorf("the tree of %s: %w", m.NodeID, err)
+		}
+		trees.Members[i].Actors = filtered
+	}
+	if o.json {
+		return json.NewEncoder(os.Stdout).Encode(trees)
+	}
+	return printTrees(os.Stdout, trees, o.kind != "")
+}
+
+// memberActors is a member's /debug/actors document.
+type memberActors struct {
+	Actors []broker.ActorInfo `json:"actors"`
+}
+
+func filterKind(doc json.RawMessage, kind string) (json.RawMessage, error) {
+	var all memberActors
+	if err := json.Unmarshal(doc, &all); err != nil {
+		return nil, err
+	}
+	var some memberActors
+	for _, a := range all.Actors {
+		if a.Kind == kind {
+			some.Actors = append(some.Actors, a)
+		}
+	}
+	return json.Marshal(some)
+}
+
+// printTrees prints each member's tree under a "== NODE ==" heading, or
+// why it is missing.
+func printTrees(w io.Writer, trees cluster.Trees, flat bool) error {
+	for i, m := range trees.Members {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if m.Error != "" {
+			fmt.Fprintf(w, "== %s: no tree: %s ==\n", m.NodeID, m.Error)
+			continue
+		}
+		var doc memberActors
+		if err := json.Unmarshal(m.Actors, &doc); err != nil {
+			return fmt.Errorf("the tree of %s: %w", m.NodeID, err)
+		}
+		fmt.Fprintf(w, "== %s ==\n", m.NodeID)
+		printTree(w, doc.Actors, flat)
+	}
 	return nil
 }
 

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/getfelix/felix-go/cluster"
+)
+
+const (
+	// clusterTimeout is the cluster command's --timeout: a drain waits
+	// for shards to move, which takes longer than one admin request.
+	clusterTimeout = time.Minute
+	// drainPoll is how often drain asks how many shards are left.
+	drainPoll = 500 * time.Millisecond
+)
+
+type clusterOpts struct {
+	admin adminOpts
+	json  bool
+	wait  bool
+	out   io.Writer // os.Stdout; progress goes to os.Stderr
+}
+
+func newClusterCmd() *command {
+	o := &clusterOpts{out: os.Stdout}
+	fs := newFlagSet("cluster")
+	o.admin.register(fs)
+	// One bound for the whole command: for drain, the request and the
+	// wait for its shards to move.
+	timeout := fs.Lookup("timeout")
+	timeout.Usage = "give up after this long (drain: including the wait for its shards to move)"
+	timeout.DefValue = clusterTimeout.String()
+	o.admin.timeout = clusterTimeout
+	fs.BoolVar(&o.json, "json", false, "ls: print the cluster status as JSON")
+	fs.BoolVar(&o.wait, "wait", true, "drain: wait until the node's in-memory shards have moved, printing what is left")
+	c := &command{
+		name:  "cluster",
+		args:  "ls | drain NODE",
+		short: "list a cluster's members, or drain one",
+		long: `Asks a cluster member's admin endpoint (--admin) about the cluster.
+
+  felix cluster ls [--json]
+      every member as the member at --admin sees it: its felix/1 and admin
+      addresses, the shards it owns (and how many of them are durable), what
+      is left of its lease, when it joined, whether it is draining, and
+      whether the actor system lists it too.
+  felix cluster drain NODE [--wait=false]
+      has NODE hand its in-memory shards to the other members, then waits
+      until none is left on it. Durable shards cannot move yet: they stay.
+
+Both need a token granting node.view (drain: node.manage), as felix tree does.
+
+Examples:
+  felix cluster ls --admin 127.0.0.1:7101
+  felix cluster drain node-2 --admin 127.0.0.1:7101`,
+		flags: fs,
+	}
+	c.run = func(ctx context.Context, args []string) error { return o.run(ctx, fs.Changed, args) }
+	return c
+}
+
+func (o *clusterOpts) run(ctx context.Context, changed func(string) bool, args []string) error {
+	if len(args) == 0 {
+		return usagef("cluster needs ls or drain NODE")
+	}
+	switch sub := args[0]; {
+	case sub == "ls" && len(args) == 1:
+		if changed("wait") {
+			return usagef("--wait is drain's; ls does not wait")
+		}
+		return o.ls(ctx)
+	case sub == "ls":
+		return usagef("ls takes no arguments, got %q", args[1:])
+	case sub == "drain" && len(args) == 2:
+		if o.json {
+			return usagef("--json is ls's; drain prints its progress as lines")
+		}
+		return o.drain(ctx, args[1])
+	case sub == "drain":
+		return usagef("drain needs exactly one NODE (see felix cluster ls), got %q", args[1:])
+	default:
+		return usagef("cluster needs ls or drain NODE, got %q", sub)
+	}
+}
+
+func (o *clusterOpts) status(ctx context.Context) (cluster.Status, error) {
+	var st cluster.Status
+	err := o.admin.call(ctx, http.MethodGet, "/debug/cluster", nil, &st)
+	return st, err
+}
+
+func (o *clusterOpts) ls(ctx context.Context) error {
+	st, err := o.status(ctx)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(o.out).Encode(st)
+	}
+	printStatus(o.out, st, time.Now())
+	return nil
+}
+
+// printStatus prints st as a table, one member a line, ages against now.
+func printStatus(w io.Writer, st cluster.Status, now time.Time) {
+	ready := "ready"
+	if !st.Ready {
+		ready = "not ready: it has not joined yet"
+	}
+	fmt.Fprintf(w, "cluster %s as %s sees it (%s)\n", st.Cluster, st.NodeID, ready)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tADDR\tADMIN\tSHARDS\tDURABLE\tLEASE LEFT\tJOINED\tDRAINING\tACTOR MEMBER")
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.NodeID, orDash(m.Addr), orDash(m.Admin),
+			m.ShardsOwned, m.DurableShardsOwned, leaseLeft(m.LeaseTTLLeft), joinedAgo(m.JoinedAt, now),
+			yesNo(m.Draining), yesNo(m.ActorMember))
+	}
+	tw.Flush()
+}
+
+func leaseLeft(d time.Duration) string {
+	if d < 0 {
+		return "?" // etcd did not say
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func joinedAgo(at, now time.Time) string {
+	if at.IsZero() {
+		return "-"
+	}
+	return now.Sub(at).Round(time.Second).String() + " ago"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// drain asks for node's drain, then (with --wait) polls until its movable
+// shards are gone, printing each change, all within --timeout.
+func (o *clusterOpts) drain(ctx context.Context, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, o.admin.timeout)
+	defer cancel()
+	var accepted struct {
+		NodeID string `json:"node_id"`
+	}
+	if err := o.admin.call(ctx, http.MethodPost, "/debug/cluster/drain?node="+url.QueryEscape(node), nil, &accepted); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "draining %s: its in-memory shards move to the other members; durable shards stay\n", node)
+	if !o.wait {
+		fmt.Fprintf(o.out, "drain of %s requested; follow it with felix cluster ls --admin %s\n", node, o.admin.addr)
+		return nil
+	}
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	last := -1
+	for {
+		st, err := o.status(ctx)
+		if ctx.Err() != nil {
+			return o.drainTimedOut(ctx, node, last)
+		}
+		if err != nil {
+			return err
+		}
+		m, ok := findMember(st, node)
+		if !ok {
+			return fmt.Errorf("%s is no longer a member (did it stop?); its shards moved when its lease ended", node)
+		}
+		if movable := m.ShardsOwned - m.DurableShardsOwned; movable != last {
+			last = movable
+			if movable == 0 {
+				fmt.Fprintf(o.out, "%s drained: no in-memory shard left; %d durable shards stay on it\n", node, m.DurableShardsOwned)
+				return nil
+			}
+			fmt.Fprintf(os.Stderr, "%s: %d in-memory shards left to move\n", node, movable)
+		}
+		select {
+		case <-ctx.Done():
+			return o.drainTimedOut(ctx, node, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// drainTimedOut ends a wait that ctx ended: an interrupt is the user's
+// choice, not a failure; the deadline is.
+func (o *clusterOpts) drainTimedOut(ctx context.Context, node string, left int) error {
+	switch {
+	case !errors.Is(context.Cause(ctx), context.DeadlineExceeded):
+		fmt.Fprintf(os.Stderr, "stopped waiting; the drain of %s goes on (felix cluster ls --admin %s shows it)\n", node, o.admin.addr)
+		return nil
+	case left < 0:
+		return fmt.Errorf("the drain of %s was accepted, but %s gave no status within %s: is it overloaded?", node, o.admin.addr, o.admin.timeout)
+	}
+	return fmt.Errorf("%s still has %d in-memory shards after %s; the drain goes on: wait longer with --timeout, "+
+		"or see why in its log and felix cluster ls", node, left, o.admin.timeout)
+}
+
+func findMember(st cluster.Status, node string) (cluster.MemberStatus, bool) {
+	for _, m := range st.Members {
+		if m.NodeID == node {
+			return m, true
+		}
+	}
+	return cluster.MemberStatus{}, false
+}
