@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -197,7 +198,9 @@ func (n *Node) Place(key ShardKey, durable bool) (*Ownership, error) {
 		return nil, e
 	}
 	n.poke()
-	return nil, unavailable(key, "not_assigned", "shard %s is being placed; retry", key)
+	e := unavailable(key, "not_assigned", "shard %s is being placed; retry", key)
+	e.Cause = ErrNotAssigned
+	return nil, e
 }
 
 // Owners returns the owner of each of a stream's shards, waiting up to
@@ -225,6 +228,33 @@ func (n *Node) Owners(ctx context.Context, def ShardDef) ([]wire.ShardOwner, err
 		}
 	}
 }
+
+// WaitPlaced waits, up to ownersWait, until a shard has an owner, so the
+// first request for a new stream's shard can be answered rather than
+// refused while it is placed. It reports whether one was found.
+func (n *Node) WaitPlaced(ctx context.Context, key ShardKey) bool {
+	ctx, cancel := context.WithTimeout(ctx, ownersWait)
+	defer cancel()
+	for {
+		n.mu.RLock()
+		_, placed := n.state.owners[key]
+		changed := n.changed
+		n.mu.RUnlock()
+		if placed {
+			return true
+		}
+		n.poke()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// ErrNotAssigned matches (errors.Is) the refusal of a shard that has no
+// owner yet because it is being placed.
+var ErrNotAssigned = errors.New("cluster: shard not assigned yet")
 
 // ownersWait bounds how long Owners waits for a new stream's placement:
 // one etcd round trip and a watch event, normally milliseconds.
