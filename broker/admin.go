@@ -52,6 +52,7 @@ func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger, b *Br
 		fmt.Fprintln(w, "ready")
 	})
 	mux.HandleFunc("GET /debug/actors", b.requireNode(auth.ActionNodeView, b.handleActors))
+	b.clusterRoutes(mux)
 	// Always routed, so a request with chaos off gets a clear 403 rather than a 404.
 	mux.HandleFunc("POST /debug/chaos/kill", b.requireNode(auth.ActionNodeManage, b.handleKill))
 	writeTimeout := 30 * time.Second // a scrape of a busy broker's metrics takes a while

@@ -47,6 +47,15 @@ func WithActorSystem(system *actor.ActorSystem) Option {
 	return func(b *Broker) { b.system = system }
 }
 
+// WithoutActorCluster keeps a cluster member's actor system out of
+// protoactor's cluster (no remote is started on it): for a host program
+// that runs its own protoactor remote or cluster on the system it gives
+// the broker. Placement, routing and fencing do not need it; `felix tree
+// --cluster` then misses this member.
+func WithoutActorCluster() Option {
+	return func(b *Broker) { b.noActorCluster = true }
+}
+
 // WithLogger sets the broker's logger (default: a disabled logger).
 func WithLogger(log zerolog.Logger) Option {
 	return func(b *Broker) { b.log = log }
@@ -60,11 +69,13 @@ func WithName(name string) Option {
 
 // Broker is one running Felix broker.
 type Broker struct {
-	cfg        config.Config
-	log        zerolog.Logger
-	name       string
-	system     *actor.ActorSystem
-	ownsSystem bool
+	cfg    config.Config
+	log    zerolog.Logger
+	name   string
+	system *actor.ActorSystem
+	// noActorCluster: see WithoutActorCluster.
+	noActorCluster bool
+	ownsSystem     bool
 
 	policy     actors.Policy
 	lanePolicy actors.Policy
@@ -103,8 +114,9 @@ type Broker struct {
 	logFiles durableFiles
 
 	// node is this broker's cluster membership (cluster.go); nil for a
-	// single broker.
-	node *cluster.Node
+	// single broker, and until Start made it. The registry reads it from
+	// its own goroutine.
+	node atomic.Pointer[cluster.Node]
 }
 
 // New checks cfg and builds a broker; Start makes it serve.
@@ -173,6 +185,10 @@ func (b *Broker) Start() error {
 			_ = b.Stop(context.Background())
 			return err
 		}
+	}
+	if err := b.startCluster(); err != nil {
+		_ = b.Stop(context.Background())
+		return err
 	}
 	b.warnExposed()
 	if b.cfg.AddrFile != "" {
@@ -327,6 +343,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 	if b.server != nil {
 		err = b.server.Close(ctx)
 	}
+	err = errors.Join(err, b.stopCluster(ctx))
 	b.stopActors()
 	if b.stopWatching != nil {
 		b.stopWatching()
@@ -416,8 +433,9 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 		},
 		PubQueueDepth: b.cfg.PubQueueDepth,
 		Log:           b.log,
-		Store:         defStore{b.store},
-		Defs:          b.defs,
+		Store:         b.defStore(),
+		Defs:          b.localDefs(),
+		Place:         b.place,
 		OpenLog:       b.openLog,
 		RemoveLogs:    b.removeLogs,
 		Root:          b.system.Root,
@@ -426,6 +444,29 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 			b.dir.Add(pid, actors.KindShard, mb, map[string]string{"stream": scope.String(), "shard": fmt.Sprint(shard)})
 		},
 	}
+}
+
+// localDefs are the definitions the registry starts with: metadata.db's on
+// a single broker; none for a cluster member, which learns them from etcd
+// when it joins (definitions a member kept from a life as a single broker
+// are not the cluster's, and are left alone).
+func (b *Broker) localDefs() []streams.Def {
+	if b.clustered() {
+		if len(b.defs) > 0 {
+			b.log.Warn().Int("streams", len(b.defs)).Str("file", metadata.FileName).Msg("this data directory has stream definitions from a single broker; a cluster member ignores them (they are the cluster's only when created in it)")
+		}
+		return nil
+	}
+	return b.defs
+}
+
+// defStore is where the registry keeps definitions: metadata.db on a
+// single broker, etcd in a cluster.
+func (b *Broker) defStore() streams.DefStore {
+	if b.clustered() {
+		return clusterDefs{b}
+	}
+	return defStore{b.store}
 }
 
 // children labels a supervisor in the directory with its children's kind.

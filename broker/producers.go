@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/wire"
@@ -79,6 +80,37 @@ func (r *producerRegistry) create(store *metadata.Store, tenant string, now time
 	return 0, wire.NewError(wire.CodeInternal, "producer id: eight random ids in a row were taken")
 }
 
+// add records an id another cluster member gave out (cluster.Hooks.Producer).
+func (r *producerRegistry) add(id uint64, tenant string) {
+	r.mu.Lock()
+	if r.tenants == nil {
+		r.tenants = make(map[uint64]string)
+	}
+	r.tenants[id] = tenant
+	r.mu.Unlock()
+}
+
+// createClustered draws a new random id for tenant and records it in etcd,
+// where every member learns it: a producer may publish through any member.
+func (r *producerRegistry) createClustered(ctx context.Context, node *cluster.Node, tenant string) (uint64, error) {
+	for range 8 {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, wire.NewError(wire.CodeInternal, "producer id: %v", err)
+		}
+		id := binary.BigEndian.Uint64(b[:])
+		created, err := node.CreateProducer(ctx, id, tenant)
+		if err != nil {
+			return 0, err
+		}
+		if created {
+			r.add(id, tenant)
+			return id, nil
+		}
+	}
+	return 0, wire.NewError(wire.CodeInternal, "producer id: eight random ids in a row were taken")
+}
+
 // InitProducer implements service.Session. The principal must be allowed
 // to publish somewhere in its tenant (a stream.publish grant on any
 // namespace/stream): an id is not tied to a stream, so the publishes
@@ -93,6 +125,13 @@ func (c *conn) InitProducer(ctx context.Context) (uint64, error) {
 	if !mayPublishSomewhere(p) {
 		c.b.metrics.AuthRefused.WithLabelValues("forbidden").Inc()
 		return 0, wire.WrapError(wire.CodeForbidden, auth.ErrNotPermitted, "%s on any stream of tenant %q (producer_init)", auth.ActionStreamPublish, c.client.Tenant)
+	}
+	if c.b.clustered() {
+		node := c.b.node.Load()
+		if node == nil {
+			return 0, wire.NewError(wire.CodeShardUnavailable, "not_ready: this member is still starting; try another member")
+		}
+		return c.b.producers.createClustered(ctx, node, c.client.Tenant)
 	}
 	return c.b.producers.create(c.b.store, c.client.Tenant, time.Now())
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
@@ -192,6 +193,14 @@ func (c *conn) shard(ctx context.Context, scope wire.Scope, n uint32) (*streams.
 		return ref, nil
 	}
 	ref, err := streams.Lookup(c.b.system.Root, c.b.registry, scope, n, c.b.wait(ctx))
+	if errors.Is(err, cluster.ErrNotAssigned) {
+		// A new stream's shard is being placed (milliseconds): wait for
+		// it here, on the client's goroutine, rather than refuse the
+		// first publish or subscribe.
+		if node := c.b.node.Load(); node != nil && node.WaitPlaced(ctx, cluster.ShardKey{Scope: scope, Shard: n}) {
+			ref, err = streams.Lookup(c.b.system.Root, c.b.registry, scope, n, c.b.wait(ctx))
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -27,9 +27,12 @@ func (c *conn) ShardOwners(ctx context.Context, scope wire.Scope) (*service.Topo
 		return nil, err
 	}
 	top := &service.Topology{Scope: scope, Shards: def.Shards, Routing: def.Routing.String(), Durable: def.Durable}
-	if c.b.node != nil {
-		top.Owners, err = c.b.node.Owners(ctx, cluster.ShardDef{Scope: def.Scope, Shards: def.Shards, Durable: def.Durable})
+	if node := c.b.node.Load(); node != nil {
+		top.Owners, err = node.Owners(ctx, cluster.ShardDef{Scope: def.Scope, Shards: def.Shards, Durable: def.Durable})
 		return top, err
+	}
+	if c.b.clustered() {
+		return nil, wire.NewError(wire.CodeShardUnavailable, "not_ready: this member is still starting; try another member")
 	}
 	for n := range def.Shards {
 		top.Owners = append(top.Owners, wire.ShardOwner{Shard: n, Available: true})

@@ -16,7 +16,7 @@ import (
 // endpoint, and Close leaves no goroutine behind.
 func TestStartEtcd(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	e := startEtcd(t, t.TempDir())
+	e := mustStartEtcd(t, t.TempDir())
 	defer e.Close()
 	c := etcdClient(t, e)
 	defer c.Close()
@@ -46,12 +46,12 @@ func TestStartEtcdReopens(t *testing.T) {
 			t.Fatalf("put on %s: %v", e.Endpoint(), err)
 		}
 	}
-	e := startEtcd(t, dir)
+	e := mustStartEtcd(t, dir)
 	put(e)
 	e.Close()
 	e.Close() // a second Close does nothing
 
-	e = startEtcd(t, dir)
+	e = mustStartEtcd(t, dir)
 	defer e.Close()
 	c := etcdClient(t, e)
 	defer c.Close()
@@ -76,7 +76,7 @@ func TestStartEtcdBadDir(t *testing.T) {
 	}
 }
 
-func startEtcd(t *testing.T, dir string) *Etcd {
+func mustStartEtcd(t *testing.T, dir string) *Etcd {
 	t.Helper()
 	e, err := StartEtcd(dir)
 	if err != nil {
@@ -99,7 +99,7 @@ func etcdClient(t *testing.T, e *Etcd) *clientv3.Client {
 func TestStartEtcdQuiet(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
-	startEtcd(t, dir).Close()
+	mustStartEtcd(t, dir).Close()
 	logged, err := os.ReadFile(filepath.Join(dir, EtcdLogFile))
 	if err != nil || len(logged) != 0 {
 		t.Errorf("after a start and a close, %s holds (%v):\n%s\nwant it empty", EtcdLogFile, err, logged)

@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
+	"sort"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Status is the cluster as one member sees it: GET /debug/cluster on the
@@ -86,4 +90,41 @@ type MemberTree struct {
 // Trees is the answer of GET /debug/cluster/actors.
 type Trees struct {
 	Members []MemberTree `json:"members"`
+}
+
+// Status describes the cluster as this member mirrors it.
+func (n *Node) Status(ctx context.Context) Status {
+	st := Status{Cluster: n.cfg.Name, NodeID: n.cfg.NodeID, Ready: n.ready.Load()}
+	n.mu.RLock()
+	owned, durable := map[string]int{}, map[string]int{}
+	for key, rec := range n.state.owners {
+		owned[rec.NodeID]++
+		if n.state.defs[key.Scope].Durable {
+			durable[rec.NodeID]++
+		}
+	}
+	for id, m := range n.state.members {
+		st.Members = append(st.Members, MemberStatus{
+			NodeID: id, Addr: m.Addr, Admin: m.Admin, JoinedAt: m.JoinedAt, LeaseTTLLeft: time.Duration(m.Lease),
+			ShardsOwned: owned[id], DurableShardsOwned: durable[id], Draining: n.state.draining[id],
+			ActorMember: n.actors.has(m.ActorAddr),
+		})
+	}
+	n.mu.RUnlock()
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].NodeID < st.Members[j].NodeID })
+	for i := range st.Members {
+		st.Members[i].LeaseTTLLeft = n.ttlLeft(ctx, int64(st.Members[i].LeaseTTLLeft))
+	}
+	return st
+}
+
+// ttlLeft asks etcd what remains of a lease; -1 when it does not say.
+func (n *Node) ttlLeft(ctx context.Context, lease int64) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	res, err := n.etcd.TimeToLive(ctx, clientv3.LeaseID(lease))
+	if err != nil || res.TTL < 0 {
+		return -1
+	}
+	return time.Duration(res.TTL) * time.Second
 }

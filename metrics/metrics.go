@@ -46,6 +46,12 @@ type Metrics struct {
 
 	ActorRestarts *prometheus.CounterVec // kind, directive
 
+	// The cluster (zero on a single broker): live members, the shards this
+	// member owns, and shards that moved to or from it.
+	NodeCount   prometheus.Gauge
+	ShardsOwned prometheus.Gauge
+	ShardMoves  *prometheus.CounterVec // direction: in, out
+
 	dir *actors.Directory
 }
 
@@ -97,6 +103,9 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		QuotaRefused:        vec("felix_quota_refused_total", "Connections, publishes, subscriptions and streams refused by a limit, by the limit's knob.", "limit"),
 		SubscriptionsLagged: counter("felix_subscriptions_lagged_total", "Durable subscriptions ended as lagged (a gap they did not get); clients resume from the offset they were given."),
 		ActorRestarts:       vec("felix_actor_restarts_total", "Supervisor decisions on failed actors, by actor kind and directive.", "kind", "directive"),
+		NodeCount:           gauge("felix_node_count", "Live members of the cluster, as this member sees them (0 on a single broker)."),
+		ShardsOwned:         gauge("felix_shards_owned", "Shards this cluster member owns."),
+		ShardMoves:          vec("felix_shard_moves_total", "Shards that moved to (in) or away from (out) this member: a member lost, a drain, a lost lease.", "direction"),
 		dir:                 dir,
 	}
 	f(collectors.NewGoCollector())

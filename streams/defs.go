@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -43,6 +44,15 @@ func (d Def) sameSettings(o Def) bool {
 type DefStore interface {
 	PutStream(Def) error
 	DeleteStream(Def) error
+}
+
+// ImplicitStore is a DefStore that keeps implicit streams too (a
+// cluster's etcd: every member must agree on a stream made by a first
+// publish). PutImplicit stores d unless a definition exists, and returns
+// the one stored, which the registry takes instead of d.
+type ImplicitStore interface {
+	DefStore
+	PutImplicit(d Def) (Def, error)
 }
 
 // Messages the registry accepts besides GetShard. Each is a request: the
@@ -141,7 +151,7 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 	}
 	if r.cfg.Store != nil {
 		if err := r.cfg.Store.PutStream(d); err != nil {
-			ctx.Respond(&StreamResult{Err: wire.WrapError(wire.CodeStorage, err, "stream definitions")})
+			ctx.Respond(&StreamResult{Err: storeErr(err)})
 			return
 		}
 	}
@@ -196,6 +206,13 @@ func (r *registry) def(scope wire.Scope, create bool) (Def, error) {
 		return Def{}, err
 	}
 	d := Def{Scope: scope, Shards: 1, Implicit: true, CreatedAt: time.Now().UTC()}
+	if store, ok := r.cfg.Store.(ImplicitStore); ok {
+		stored, err := store.PutImplicit(d)
+		if err != nil {
+			return Def{}, err
+		}
+		d = stored
+	}
 	r.put(d)
 	return d, nil
 }
@@ -217,9 +234,10 @@ func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeNotFound, "no stream %s", msg.Scope)})
 		return
 	}
-	if r.cfg.Store != nil && !d.Implicit {
+	_, keepsImplicit := r.cfg.Store.(ImplicitStore)
+	if r.cfg.Store != nil && (!d.Implicit || keepsImplicit) {
 		if err := r.cfg.Store.DeleteStream(d); err != nil {
-			ctx.Respond(&StreamResult{Err: wire.WrapError(wire.CodeStorage, err, "stream definitions")})
+			ctx.Respond(&StreamResult{Err: storeErr(err)})
 			return
 		}
 	}
@@ -231,6 +249,17 @@ func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 	if d.Durable && r.cfg.RemoveLogs != nil {
 		r.cfg.RemoveLogs(d)
 	}
+}
+
+// storeErr reports a DefStore failure: a store that answers with a wire
+// error (a cluster's, which may refuse a conflicting create) is passed on;
+// anything else is a storage error.
+func storeErr(err error) error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	return wire.WrapError(wire.CodeStorage, err, "stream definitions")
 }
 
 func sortDefs(defs []Def) {

@@ -56,6 +56,11 @@ func (s *shard) at(st step) {
 // idempotent producer's sequence (producerTable.check), which may also find
 // the batch is a re-send to answer without writing.
 func (s *shard) check(p *Publish) (admission, error) {
+	if s.fence != nil {
+		if err := s.fence.Check(); err != nil {
+			return admission{}, err
+		}
+	}
 	if s.open != nil && s.log == nil {
 		return admission{}, wire.NewError(wire.CodeStorage, "the log of %s shard %d is not open", s.scope, s.n)
 	}
@@ -142,10 +147,24 @@ func (s *shard) deliver(pe *pending, env *Envelope) {
 	s.delivered = env.Base + uint64(env.Len())
 	s.ring.push(env)
 	stats := s.fanout(env)
-	s.ledger.answer(pe, PublishResult{Base: env.Base, Durable: env.Durable})
+	s.ledger.answer(pe, s.fenced(PublishResult{Base: env.Base, Durable: env.Durable}))
 	if s.onStats != nil {
 		s.onStats(stats)
 	}
+}
+
+// fenced turns an acknowledgement into leadership_lost when the shard's
+// ownership ended since its check (an on_commit batch waits for its fsync
+// in between): an owner that lost its lease acknowledges nothing. The
+// batch was delivered here, and may or may not be anywhere else.
+func (s *shard) fenced(res PublishResult) PublishResult {
+	if s.fence == nil {
+		return res
+	}
+	if err := s.fence.Check(); err != nil {
+		return PublishResult{Err: wire.WrapError(wire.CodeLeadershipLost, err, "%s shard %d lost its owner before the acknowledgement; the publish may or may not be kept", s.scope, s.n)}
+	}
+	return res
 }
 
 // fanout offers env to every subscriber without waiting, then, under block,

@@ -58,6 +58,12 @@ type RegistryConfig struct {
 	Store DefStore
 	// Defs are the stored definitions, loaded at start.
 	Defs []Def
+	// Place, when set (a cluster member), is asked before a shard serves
+	// here: it returns this member's ownership, which the shard checks
+	// before it takes and before it acknowledges a publish, or the error a
+	// client gets (not_leader naming the owner, shard_unavailable). It runs
+	// inside the registry's Receive and must not block.
+	Place func(def Def, shard uint32) (Fence, error)
 	// OnSpawned, when set, is told of each new shard (for the directory).
 	OnSpawned func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32)
 }
@@ -99,6 +105,10 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.handleDeleteStream(ctx, msg)
 	case *ShardIdle:
 		r.handleShardIdle(msg)
+	case *DefsChanged:
+		r.handleDefsChanged(ctx, msg)
+	case *StopShard:
+		ctx.Send(r.shards, &stopShard{key: shardKey{msg.Scope, msg.Shard}})
 	}
 }
 
@@ -129,7 +139,59 @@ func (r *registry) handleGetShard(ctx actor.Context, msg *GetShard) {
 		ctx.Respond(&ShardRef{Err: wire.NewError(wire.CodeStorage, "stream %s is durable but this broker has no durable storage", msg.Scope)})
 		return
 	}
-	ctx.RequestWithCustomSender(r.shards, &spawnShard{def: def, shard: msg.Shard}, ctx.Sender())
+	var fence Fence
+	if r.cfg.Place != nil {
+		if fence, err = r.cfg.Place(def, msg.Shard); err != nil {
+			ctx.Respond(&ShardRef{Err: err})
+			return
+		}
+	}
+	ctx.RequestWithCustomSender(r.shards, &spawnShard{def: def, shard: msg.Shard, fence: fence}, ctx.Sender())
+}
+
+// Fence is a cluster member's ownership of a shard (cluster.Ownership):
+// Check fails once the shard may be owned elsewhere.
+type Fence interface {
+	Check() error
+}
+
+// DefsChanged tells the registry of definitions written or deleted
+// elsewhere (a cluster's etcd, by any member). A deleted stream's shards
+// stop here as on a local delete.
+type DefsChanged struct {
+	actors.ControlMessage
+	Put     []Def
+	Deleted []wire.Scope
+}
+
+// StopShard stops one shard here: its ownership moved to another member.
+// Its subscriptions end; queued publishes fail shard_unavailable.
+type StopShard struct {
+	actors.ControlMessage
+	Scope wire.Scope
+	Shard uint32
+}
+
+func (r *registry) handleDefsChanged(ctx actor.Context, msg *DefsChanged) {
+	for _, d := range msg.Put {
+		if old, ok := r.defs[d.Scope]; ok && !old.sameSettings(d) {
+			// Deleted and made again with other settings while this
+			// member missed the delete: the old shards must not serve.
+			ctx.Send(r.shards, &stopShards{scope: d.Scope, def: old})
+		}
+		r.put(d)
+	}
+	for _, scope := range msg.Deleted {
+		d, ok := r.defs[scope]
+		if !ok {
+			continue
+		}
+		r.remove(scope)
+		ctx.Send(r.shards, &stopShards{scope: scope, def: d})
+		if d.Durable && r.cfg.RemoveLogs != nil {
+			r.cfg.RemoveLogs(d)
+		}
+	}
 }
 
 // Lookup asks the registry for a shard from outside the actor system.

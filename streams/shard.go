@@ -181,7 +181,11 @@ type shard struct {
 	// open opens (recovering) a durable stream's log and says whether acks
 	// wait for the fsync; nil for an in-memory stream. It runs once, after
 	// Started, on this shard's goroutine.
-	open      func() (log Log, onCommit bool, err error)
+	open func() (log Log, onCommit bool, err error)
+	// fence, in a cluster, is this member's ownership of the shard: the
+	// shard takes and acknowledges publishes only while it holds. Nil on
+	// a single broker.
+	fence     Fence
 	waitDepth int
 	root      *actor.RootContext
 	self      *actor.PID

@@ -24,6 +24,13 @@ type spawnShard struct {
 	actors.ControlMessage
 	def   Def
 	shard uint32
+	fence Fence
+}
+
+// stopShard stops one shard (its ownership moved elsewhere).
+type stopShard struct {
+	actors.ControlMessage
+	key shardKey
 }
 
 // stopShards stops a deleted stream's shards; the supervisor responds with
@@ -41,6 +48,9 @@ type ShardRef struct {
 	Mailbox *actors.Mailbox
 	Durable bool
 	Err     error
+	// fence is the ownership the shard was made under (nil on a single
+	// broker).
+	fence Fence
 
 	// A durable shard opens its log after it started; openDone is closed
 	// when that finished, with log or logErr set. Nil for in-memory.
@@ -121,6 +131,8 @@ func (s *shardSupervisor) Receive(ctx actor.Context) {
 		s.handleSpawnShard(ctx, msg)
 	case *stopShards:
 		s.handleStopShards(ctx, msg)
+	case *stopShard:
+		s.stop(ctx, msg.key)
 	case *actor.Terminated:
 		s.handleTerminated(msg)
 	}
@@ -129,10 +141,16 @@ func (s *shardSupervisor) Receive(ctx actor.Context) {
 func (s *shardSupervisor) handleSpawnShard(ctx actor.Context, msg *spawnShard) {
 	key := shardKey{msg.def.Scope, msg.shard}
 	if ref, ok := s.shards[key]; ok && !ref.Mailbox.IsClosed() {
-		ctx.Respond(ref)
-		return
+		if ref.fence == msg.fence {
+			ctx.Respond(ref)
+			return
+		}
+		// A new ownership (this member lost the shard and got it back):
+		// the old shard's fence has failed; a new shard serves.
+		s.stop(ctx, key)
 	}
 	ref, sh := s.newShard(msg.def, msg.shard)
+	ref.fence, sh.fence = msg.fence, msg.fence
 	props := actors.Props(
 		// The same instance on every restart: see shard.handleRestarting.
 		func() actor.Actor { return sh },
@@ -172,6 +190,16 @@ func (s *shardSupervisor) newShard(def Def, n uint32) (*ShardRef, *shard) {
 		sh.open = func() (Log, bool, error) { return openLog(def, n) }
 	}
 	return ref, sh
+}
+
+// stop closes one shard's mailbox at once, then stops it (see
+// handleStopShards).
+func (s *shardSupervisor) stop(ctx actor.Context, key shardKey) {
+	if ref, ok := s.shards[key]; ok {
+		ref.Mailbox.Close()
+		ctx.Stop(ref.PID)
+		delete(s.shards, key)
+	}
 }
 
 // handleStopShards closes each shard's mailbox at once, then stops it: a

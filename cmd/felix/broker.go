@@ -124,6 +124,19 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 			Msg("self-signed certificate: clients in this folder trust it; elsewhere pass --ca with this file")
 	}
 
+	// A cluster member configured for another cluster than etcd holds can
+	// never join: it stops, with the error, rather than serve nothing.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	fatal := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-b.Fatal():
+			fatal <- err
+			stopRun(err)
+		case <-ctx.Done():
+		}
+	}()
 	reloaded := reloadOnHangup(ctx, b, cfg.Auth == "none", log)
 	<-ctx.Done()
 	<-reloaded
@@ -135,7 +148,12 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 	if err := b.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop broker: %w", err)
 	}
-	return nil
+	select {
+	case err := <-fatal:
+		return err
+	default:
+		return nil
+	}
 }
 
 // reloadOnHangup reloads the broker's auth keys on each SIGHUP until ctx

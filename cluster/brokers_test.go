@@ -1,0 +1,132 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/internal/brokertest"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// Brokers in one process on one embedded etcd: the broker side of the
+// cluster (routing by owner, not_leader, shard_owners, definitions shared
+// through etcd). Several processes are in the harness's tests.
+
+func embeddedEtcd(t *testing.T) string {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cu, _ := url.Parse("http://127.0.0.1:0")
+	pu, _ := url.Parse("http://127.0.0.1:0")
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	<-e.Server.ReadyNotify()
+	return "http://" + e.Clients[0].Addr().String()
+}
+
+func startMember(t *testing.T, etcd, id string) *broker.Broker {
+	cfg := brokertest.Config(t)
+	cfg.Auth = "none"
+	cfg.ClusterEtcd = etcd
+	cfg.ClusterNodeID = id
+	cfg.ClusterLeaseTTL = 2 * time.Second
+	// protoactor's cluster has data races of its own (its BlockList and
+	// the etcd provider's shutdown flag) that -race reports; the
+	// multi-process tests run it, in brokers built without -race.
+	return brokertest.Start(t, cfg, broker.WithoutActorCluster())
+}
+
+func dialInsecure(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, client.Options{Insecure: true, Tenant: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func TestMembersRouteByOwner(t *testing.T) {
+	etcd := embeddedEtcd(t)
+	members := map[string]*broker.Broker{"a": startMember(t, etcd, "a"), "b": startMember(t, etcd, "b")}
+	clients := map[string]*client.Client{}
+	for id, b := range members {
+		clients[id] = dialInsecure(t, b.Addr().String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "s"}
+	var err error
+	for {
+		// Until the member has joined it refuses, shard_unavailable not_ready.
+		if _, err = clients["a"].CreateStream(ctx, st, client.StreamConfig{Shards: 8}); err == nil || !errors.Is(err, wire.ErrUnavailable) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := map[string]int{}
+	for shard := range uint32(8) {
+		owner := ownerOf(ctx, t, clients["a"], st, shard)
+		other := map[string]string{"a": "b", "b": "a"}[owner]
+		owned[owner]++
+		// At the owner the subscribe works; at the other member it is
+		// refused not_leader, naming the owner and its address.
+		sub, err := clients[owner].Subscribe(ctx, st, client.SubscribeOptions{Shard: shard})
+		if err != nil {
+			t.Fatalf("subscribe shard %d at its owner %s: %v", shard, owner, err)
+		}
+		_ = sub.Close(ctx)
+		_, err = clients[other].Subscribe(ctx, st, client.SubscribeOptions{Shard: shard})
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != wire.CodeNotLeader || we.Owner == nil || we.Owner.NodeID != owner || we.Owner.Addr != members[owner].Addr().String() {
+			t.Fatalf("subscribe shard %d at %s = %v, want not_leader naming %s at %s", shard, other, err, owner, members[owner].Addr())
+		}
+	}
+	if owned["a"] == 0 || owned["b"] == 0 {
+		t.Fatalf("8 shards placed %v: want both members to own some", owned)
+	}
+}
+
+// ownerOf finds which member owns a shard by subscribing at one member:
+// it works there, or not_leader names the owner. A shard being placed is
+// asked again.
+func ownerOf(ctx context.Context, t *testing.T, c *client.Client, st client.Stream, shard uint32) string {
+	t.Helper()
+	for ctx.Err() == nil {
+		sub, err := c.Subscribe(ctx, st, client.SubscribeOptions{Shard: shard})
+		if err == nil {
+			_ = sub.Close(ctx)
+			return "a"
+		}
+		var we *wire.Error
+		if errors.As(err, &we) && we.Code == wire.CodeNotLeader && we.Owner != nil {
+			return we.Owner.NodeID
+		}
+		if !errors.Is(err, wire.ErrUnavailable) {
+			t.Fatalf("subscribe shard %d: %v", shard, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal(ctx.Err())
+	return ""
+}
