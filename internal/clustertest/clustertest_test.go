@@ -137,3 +137,39 @@ func wantAdminAnswers(t *testing.T, c *Cluster, m *Member) {
 		t.Errorf("%s's /debug/actors lists no actor", m.NodeID)
 	}
 }
+
+// TestClusterForms: the members join one cluster, each answering Status
+// with every member at the addresses the harness knows; a killed member
+// leaves it when its lease runs out and joins again on Restart; a frozen
+// one leaves and comes back on Thaw.
+func TestClusterForms(t *testing.T) {
+	c := Start(t, Options{Nodes: 3, LeaseTTL: 2 * time.Second})
+	c.WaitReady(t, 3)
+	st := c.Status(t, c.Members()[0])
+	if st.NodeID != "node-1" || len(st.Members) != 3 {
+		t.Fatalf("node-1's status: %+v, want node-1 answering with 3 members", st)
+	}
+	for _, ms := range st.Members {
+		m := c.Member(ms.NodeID)
+		if m == nil || ms.Addr != m.Addr || ms.Admin != m.Admin {
+			t.Errorf("status lists %s at %s, admin %s; the harness has %+v", ms.NodeID, ms.Addr, ms.Admin, m)
+		}
+	}
+	if trees := c.Trees(t, c.Members()[1]); len(trees.Members) != 3 {
+		t.Errorf("node-2 gathered %d trees, want 3: %+v", len(trees.Members), trees)
+	}
+
+	node3 := c.Members()[2]
+	node3.Kill()
+	c.WaitReady(t, 2)
+	node3.Restart(t)
+	c.WaitReady(t, 3)
+
+	node2 := c.Members()[1]
+	node2.Freeze(t)
+	c.WaitReady(t, 2)
+	node2.Thaw(t)
+	c.WaitReady(t, 3)
+
+	c.Drain(t, c.Members()[0], "node-1")
+}
