@@ -62,8 +62,10 @@ func StartEtcd(dir string) (*Etcd, error) {
 // etcdConfig binds client and peer to port 0 on 127.0.0.1: embed listens
 // before it builds the server and reports the bound listeners in
 // Etcd.Clients, so no port has to be guessed free and then raced for. The
-// peer URL etcd records is then http://127.0.0.1:0, which a single member
-// never dials.
+// URLs etcd records are then http://127.0.0.1:0: a single member never
+// dials its peer URL, but a client must not take its endpoints from the
+// member list (clientv3's AutoSyncInterval); neither ours nor protoactor's
+// etcd provider does.
 func etcdConfig(dataDir string, log *os.File, level zap.AtomicLevel) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Dir = dataDir

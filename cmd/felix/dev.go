@@ -179,27 +179,42 @@ func (d *devCluster) run(ctx context.Context) error {
 	return d.supervise(ctx)
 }
 
-// checkPorts fails before anything starts when a port is taken, naming
-// the flag that moves it.
+// checkPorts fails before anything starts when a port cannot be bound,
+// naming the flag that moves it.
 func (d *devCluster) checkPorts() error {
 	for i := range d.o.nodes {
 		node := fmt.Sprintf("node-%d", i+1)
-		addr := fmt.Sprintf("127.0.0.1:%d", d.o.basePort+i)
-		if c, err := net.ListenPacket("udp", addr); err != nil {
-			return fmt.Errorf("%s (felix/1 of %s, UDP) is in use: is another dev cluster or broker running? "+
-				"Stop it, or pick other ports with --base-port (%w)", addr, node, err)
-		} else {
-			c.Close()
+		if err := checkPort("udp", d.o.basePort+i, "felix/1 of "+node, "--base-port"); err != nil {
+			return err
 		}
-		addr = fmt.Sprintf("127.0.0.1:%d", d.o.adminBasePort+i)
-		if ln, err := net.Listen("tcp", addr); err != nil {
-			return fmt.Errorf("%s (admin endpoint of %s, TCP) is in use: is another dev cluster or broker running? "+
-				"Stop it, or pick other ports with --admin-base-port (%w)", addr, node, err)
-		} else {
-			ln.Close()
+		if err := checkPort("tcp", d.o.adminBasePort+i, "admin endpoint of "+node, "--admin-base-port"); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkPort binds 127.0.0.1:port and lets it go.
+func checkPort(network string, port int, what, flag string) error {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	var (
+		c   io.Closer
+		err error
+	)
+	if network == "udp" {
+		c, err = net.ListenPacket(network, addr)
+	} else {
+		c, err = net.Listen(network, addr)
+	}
+	switch {
+	case err == nil:
+		c.Close()
+		return nil
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%s (%s, %s) is in use: is another dev cluster or broker running? "+
+			"Stop it, or pick other ports with %s (%w)", addr, what, strings.ToUpper(network), flag, err)
+	}
+	return fmt.Errorf("cannot bind %s (%s): pick other ports with %s (%w)", addr, what, flag, err)
 }
 
 // prepareDir makes --dir and the signing key, admin.token and certificate
