@@ -429,7 +429,8 @@ func TestClusterSubscriptionResumesEnded(t *testing.T) {
 
 // TestClusterSubscriptionResumesAfterRestart: the broker stops and comes
 // back on the same address with its data; the durable subscription
-// reconnects and carries on where it was.
+// reconnects and carries on where it was, even after a Next gave up
+// while the broker was down.
 func TestClusterSubscriptionResumesAfterRestart(t *testing.T) {
 	cfg := brokertest.Config(t)
 	b := brokertest.Start(t, cfg)
@@ -450,6 +451,13 @@ func TestClusterSubscriptionResumesAfterRestart(t *testing.T) {
 	expectOffsets(t, ctx, sub, 0, 3)
 	if err := b.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A Next that gives up while there is no broker leaves the
+	// resubscription to the next one.
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	if ev, err := sub.Next(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next with the broker down = %q, %v; want the deadline", ev.Payload, err)
 	}
 	cfg.Listen = addr
 	restart(t, ctx, cfg)

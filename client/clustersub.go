@@ -76,12 +76,19 @@ func (cc *ClusterClient) subscribeOwner(ctx context.Context, scope wire.Scope, s
 // when the subscription ends for a reason a resubscription cures. It
 // returns ErrClosed after Close, and the subscription's own error for any
 // other end (io.EOF, ErrTokenExpired, a deleted stream's
-// ErrSubscriptionEnded).
+// ErrSubscriptionEnded). A Next whose ctx ends while it resubscribes
+// leaves the resubscription to the next call.
 func (cs *ClusterSubscription) Next(ctx context.Context) (Event, error) {
 	for {
 		sub, err := cs.current()
 		if err != nil {
 			return Event{}, err
+		}
+		if sub == nil {
+			if err := cs.resubscribe(ctx); err != nil {
+				return Event{}, err
+			}
+			continue
 		}
 		ev, err := sub.Next(ctx)
 		if err == nil {
@@ -94,12 +101,12 @@ func (cs *ClusterSubscription) Next(ctx context.Context) (Event, error) {
 		if ctx.Err() != nil || !cs.resumable(ctx, sub, err) {
 			return Event{}, err
 		}
-		if err := cs.resubscribe(ctx, sub, err); err != nil {
-			return Event{}, err
-		}
+		cs.drop(ctx, sub, err)
 	}
 }
 
+// current is the live subscription, nil between an end and the
+// resubscription, or ErrClosed.
 func (cs *ClusterSubscription) current() (*Subscription, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -133,18 +140,28 @@ func (cs *ClusterSubscription) resumable(ctx context.Context, sub *Subscription,
 	return false
 }
 
-// resubscribe replaces ended subscription old with one at the shard's
-// owner now: a durable stream from the offset after the last event
-// returned, an in-memory one from the latest.
-func (cs *ClusterSubscription) resubscribe(ctx context.Context, old *Subscription, cause error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(cs.life, cancel)()
-	_ = old.Close(ctx) // the broker ended it already; this forgets it
+// drop lets go of old, which ended with cause: the broker ended it
+// already (or its connection went), so closing it only forgets it here.
+func (cs *ClusterSubscription) drop(ctx context.Context, old *Subscription, cause error) {
+	_ = old.Close(ctx)
+	cs.mu.Lock()
+	if cs.mu.sub == old {
+		cs.mu.sub = nil
+	}
+	cs.mu.Unlock()
 	cs.cc.forget(cs.scope)
 	if cs.OnResubscribe != nil {
 		cs.OnResubscribe(cause)
 	}
+}
+
+// resubscribe subscribes at the shard's owner now, after a pause: a
+// durable stream from the offset after the last event returned, an
+// in-memory one from the latest.
+func (cs *ClusterSubscription) resubscribe(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(cs.life, cancel)()
 	o := cs.o
 	o.From, o.FromOffset = FromLatest, 0
 	if cs.durable {
@@ -186,11 +203,25 @@ func (cs *ClusterSubscription) install(ctx context.Context, sub *Subscription) e
 // Resubscribes counts the times Next subscribed again.
 func (cs *ClusterSubscription) Resubscribes() int { return int(cs.resubscribes.Load()) }
 
+// QueueCapacity is the subscriber queue capacity the broker granted the
+// current subscription (0 between an end and the resubscription).
+func (cs *ClusterSubscription) QueueCapacity() int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.mu.sub == nil {
+		return 0
+	}
+	return cs.mu.sub.capacity
+}
+
 // Buffered is how many events the current subscription holds that Next
 // has not returned yet.
 func (cs *ClusterSubscription) Buffered() int {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	if cs.mu.sub == nil {
+		return 0
+	}
 	return len(cs.mu.sub.events)
 }
 
@@ -206,5 +237,8 @@ func (cs *ClusterSubscription) Close(ctx context.Context) error {
 	sub := cs.mu.sub
 	cs.mu.Unlock()
 	cs.end()
+	if sub == nil {
+		return nil
+	}
 	return sub.Close(ctx)
 }
