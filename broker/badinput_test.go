@@ -234,7 +234,7 @@ func TestBadInput(t *testing.T) {
 	})
 	run("pre-auth/unknown-flags", func(t *testing.T, ctx context.Context, rc *brokertest.RawConn) {
 		ctrl, _ := rc.OpenStream(ctx)
-		if err := ctrl.Write(append(rawHeader(0x0080, 1), 0)); err != nil {
+		if err := ctrl.Write(append(rawHeader(0x0400, 1), 0)); err != nil {
 			t.Fatal(err)
 		}
 		expectRefused(t, ctx, rc, ctrl, wire.CodeInvalidRequest)

@@ -91,13 +91,46 @@ type Options struct {
 	// KeepAlive is how often the client pings an idle connection (5 s);
 	// it must be below IdleTimeout (it is capped at half of it).
 	KeepAlive time.Duration
+	// DialTimeout bounds each connection a ClusterClient opens to one
+	// broker (DefaultDialTimeout): a seed or an owner that does not answer
+	// within it counts as unreachable, and the next is tried. Without it a
+	// dead address holds the caller for QUIC's handshake timeout. Dial
+	// itself is bounded by its context only.
+	DialTimeout time.Duration
 }
 
 // Defaults of Options' connection timing.
 const (
 	DefaultIdleTimeout = 30 * time.Second
 	DefaultKeepAlive   = 5 * time.Second
+	DefaultDialTimeout = 3 * time.Second
 )
+
+// withDefaults fills in every zero field that has a default.
+func (o Options) withDefaults() Options {
+	if o.Tenant == "" {
+		o.Tenant = "default"
+	}
+	if o.PublishInflightBytes <= 0 {
+		o.PublishInflightBytes = 4 << 20
+	}
+	if o.PublishShardStreams == 0 {
+		o.PublishShardStreams = 4
+	}
+	if o.SubscriptionBuffer <= 0 {
+		o.SubscriptionBuffer = 1024
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = DefaultKeepAlive
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	return o
+}
 
 // ConnectionLostError ends a client whose connection the broker or the
 // network ended; every later call returns it. Cause is quic-go's error.
@@ -224,24 +257,7 @@ type Client struct {
 
 // Dial connects and completes the handshake.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
-	if opts.Tenant == "" {
-		opts.Tenant = "default"
-	}
-	if opts.PublishInflightBytes <= 0 {
-		opts.PublishInflightBytes = 4 << 20
-	}
-	if opts.PublishShardStreams == 0 {
-		opts.PublishShardStreams = 4
-	}
-	if opts.SubscriptionBuffer <= 0 {
-		opts.SubscriptionBuffer = 1024
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
-	if opts.KeepAlive <= 0 {
-		opts.KeepAlive = DefaultKeepAlive
-	}
+	opts = opts.withDefaults()
 	tlsConf, err := opts.tls()
 	if err != nil {
 		return nil, err

@@ -9,3 +9,8 @@ func SetInflightHook(c *Client, h func(requests int, bytes int64)) { c.testHookI
 // SetSendHook installs c's testHookSend: it sees every acked publish as it
 // is encoded. Call it before c's first publish.
 func SetSendHook(c *Client, h func(*wire.Publish)) { c.testHookSend = h }
+
+// SetRouteHook installs cc's testHookRoute: it is asked with the address of
+// every routed call before the call is made, and an error it returns is
+// taken as that broker's answer. Call it before cc's first call.
+func SetRouteHook(cc *ClusterClient, h func(addr string) error) { cc.testHookRoute = h }

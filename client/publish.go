@@ -29,10 +29,13 @@ type Stream struct {
 	Name      string
 }
 
-func (s Stream) scope(c *Client) wire.Scope {
+func (s Stream) scope(c *Client) wire.Scope { return s.scopeIn(c.opts.Tenant) }
+
+// scopeIn is the stream's full name, tenant the client's when s names none.
+func (s Stream) scopeIn(tenant string) wire.Scope {
 	t, ns := s.Tenant, s.Namespace
 	if t == "" {
-		t = c.opts.Tenant
+		t = tenant
 	}
 	if ns == "" {
 		ns = "default"

@@ -250,7 +250,10 @@ func (s *Subscription) finish(err error) {
 	case <-s.done:
 		err = ErrClosed
 	default:
-		if !errors.Is(err, io.EOF) && s.c.closed.Load() {
+		// The event stream's read may fail with the connection's error
+		// before the control reader has marked the client closed: the
+		// connection's context says it is gone either way.
+		if !errors.Is(err, io.EOF) && (s.c.closed.Load() || s.c.conn.Context().Err() != nil) {
 			err = ErrClosed
 		}
 	}

@@ -213,8 +213,10 @@ func writeMessage(w io.Writer, m wire.Message) error {
 	return err
 }
 
+// writeError writes a handshake's refusal: before AuthOK nothing is
+// negotiated, so it names no owner.
 func writeError(w io.Writer, requestID uint64, e *wire.Error) {
-	_ = writeMessage(w, &wire.ErrorMsg{RequestID: requestID, Code: e.Code, Retry: e.Retry, Message: e.Message})
+	_ = writeMessage(w, errorMsg(requestID, clientError(e, false)))
 }
 
 // connHandler serves the streams of one authenticated connection.
@@ -240,7 +242,7 @@ func (h *connHandler) serveStream(st *quic.Stream) {
 	sr := &streamReader{st: st, ctx: h.conn.Context(), timeout: h.srv.cfg.FrameReadTimeout, frames: h.frames}
 	fr := wire.NewFrameReader(sr, h.srv.cfg.MaxFrameBytes)
 	fr.Budget = sr
-	r := newResponder(st, h.srv.cfg.PublishWindow, h.answered)
+	r := newResponder(st, h.srv.cfg.PublishWindow, h.answered, h.info.Features&wire.FeatureRedirect != 0)
 	defer func() {
 		r.close()
 		_ = st.Close()
@@ -319,6 +321,8 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 		answer(r, m.RequestID, func() (wire.Message, error) { return offsetForTime(ctx, h.session, m) })
 	case *wire.ProducerInit:
 		answer(r, m.RequestID, func() (wire.Message, error) { return initProducer(ctx, h.session, m) })
+	case *wire.ShardOwners:
+		answer(r, m.RequestID, func() (wire.Message, error) { return h.shardOwners(ctx, m) })
 	case *wire.StreamDelete:
 		answer(r, m.RequestID, func() (wire.Message, error) {
 			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))
@@ -328,6 +332,17 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 	default:
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
 	}
+}
+
+// shardOwners answers a client that negotiated FeatureShardOwners. One
+// that did not is refused rather than answered: it did not say it reads
+// shard_owners_view, and a broker that answers what was not negotiated
+// would make the feature bit meaningless.
+func (h *connHandler) shardOwners(ctx context.Context, m *wire.ShardOwners) (wire.Message, error) {
+	if h.info.Features&wire.FeatureShardOwners == 0 {
+		return nil, wire.NewError(wire.CodeInvalidRequest, "shard_owners needs FeatureShardOwners, which this connection did not negotiate")
+	}
+	return shardOwners(ctx, h.session, m)
 }
 
 // answerReserve is the room an answer to msg may take.

@@ -117,3 +117,32 @@ func initProducer(ctx context.Context, s service.Session, m *wire.ProducerInit) 
 	}
 	return &wire.ProducerInitOK{RequestID: m.RequestID, ProducerID: id}, nil
 }
+
+func shardOwners(ctx context.Context, s service.Session, m *wire.ShardOwners) (wire.Message, error) {
+	top, err := s.ShardOwners(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))
+	if err != nil {
+		return nil, err
+	}
+	return &wire.ShardOwnersView{
+		RequestID: m.RequestID, Shards: top.Shards, Routing: top.Routing, Durable: top.Durable, Owners: top.Owners,
+	}, nil
+}
+
+// clientError is err as the client may see it: a *wire.Error (anything
+// else is internal), without its owner unless the client negotiated
+// FeatureRedirect (redirect). A client that did not offer it must never
+// find an owner in an answer, least of all the ack flag it cannot parse.
+func clientError(err error, redirect bool) *wire.Error {
+	e := wire.AsError(err)
+	if e.Owner == nil || redirect {
+		return e
+	}
+	plain := *e
+	plain.Owner = nil
+	return &plain
+}
+
+// errorMsg is e as the answer to request requestID, its owner included.
+func errorMsg(requestID uint64, e *wire.Error) *wire.ErrorMsg {
+	return &wire.ErrorMsg{RequestID: requestID, Code: e.Code, Retry: e.Retry, Message: e.Message, Owner: e.Owner}
+}

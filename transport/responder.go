@@ -36,7 +36,9 @@ func (p *pending) resolve(offset uint64, hasOffset bool, err error) {
 	close(p.done)
 }
 
-func (p *pending) appendTo(b []byte) []byte {
+// appendTo appends the answer; redirect says whether a failed ack may name
+// the shard's owner (the client negotiated FeatureRedirect).
+func (p *pending) appendTo(b []byte, redirect bool) []byte {
 	if p.b != nil {
 		return append(b, p.b...)
 	}
@@ -49,7 +51,7 @@ func (p *pending) appendTo(b []byte) []byte {
 		return b
 	}
 	if p.err != nil {
-		return wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: p.count, Err: wire.AsError(p.err)})
+		return wire.AppendAck(b, &wire.Ack{RequestID: p.requestID, Count: p.count, Err: clientError(p.err, redirect)})
 	}
 	if p.mode == wire.AckPerMessage {
 		for i := range p.count {
@@ -77,12 +79,15 @@ type responder struct {
 	// touched only by the reader.
 	owed, connOwed *byteGate
 	reserved       int64
+	// redirect: the client negotiated FeatureRedirect, so its errors may
+	// name the shard's owner (ErrorMsg.Owner, FlagPublishAckOwner).
+	redirect bool
 }
 
-func newResponder(w io.Writer, window int, connOwed *byteGate) *responder {
+func newResponder(w io.Writer, window int, connOwed *byteGate, redirect bool) *responder {
 	r := &responder{
 		w: w, fifo: make(chan *pending, max(0, window)), finished: make(chan struct{}),
-		owed: newByteGate(answerStreamMaxBytes), connOwed: connOwed,
+		owed: newByteGate(answerStreamMaxBytes), connOwed: connOwed, redirect: redirect,
 	}
 	go r.run()
 	return r
@@ -149,7 +154,7 @@ func (r *responder) reply(m wire.Message) {
 
 // fail queues an error message that is ready now.
 func (r *responder) fail(requestID uint64, e *wire.Error) {
-	r.reply(&wire.ErrorMsg{RequestID: requestID, Code: e.Code, Retry: e.Retry, Message: e.Message})
+	r.reply(errorMsg(requestID, clientError(e, r.redirect)))
 }
 
 // close stops taking answers and waits until the owed ones are written.
@@ -189,7 +194,7 @@ func (r *responder) run() {
 			r.release(p.size)
 			return
 		}
-		buf = p.appendTo(buf)
+		buf = p.appendTo(buf, r.redirect)
 		held += p.size
 		if len(buf) >= flushBytes {
 			flush()

@@ -191,7 +191,9 @@ func DecodePublish(flags uint16, payload []byte) (Publish, error) {
 type Ack struct {
 	RequestID uint64
 	Count     uint32
-	Err       *Error // nil on success
+	// Err is nil on success. On a failed ack its Owner, when set, travels
+	// too (FlagPublishAckOwner).
+	Err *Error
 	// Offset is the offset of the first record answered, on a durable
 	// stream; HasOffset says it is present (FlagPublishAckOffset).
 	Offset    uint64
@@ -203,18 +205,22 @@ func AppendAck(b []byte, a *Ack) []byte {
 	var msg string
 	var code Code
 	var retry RetryClass
+	var owner *Owner
 	status := byte(0)
 	if a.Err != nil {
-		status, code, retry, msg = 1, a.Err.Code, a.Err.Retry, a.Err.Message
-		if len(msg) > 0xffff {
-			msg = msg[:0xffff]
-		}
+		status, code, retry, msg, owner = 1, a.Err.Code, a.Err.Retry, clip16(a.Err.Message), a.Err.Owner
 	}
 	flags, n := FlagPublishAck, 1+8+4+2+1+2+len(msg)
 	withOffset := a.HasOffset && a.Err == nil
 	if withOffset {
 		flags |= FlagPublishAckOffset
 		n += 8
+	}
+	var nodeID, addr string
+	if owner != nil {
+		nodeID, addr = clip16(owner.NodeID), clip16(owner.Addr)
+		flags |= FlagPublishAckOwner
+		n += 2 + len(nodeID) + 2 + len(addr) + 8
 	}
 	b = AppendHeader(b, flags, n)
 	b = append(b, status)
@@ -226,13 +232,27 @@ func AppendAck(b []byte, a *Ack) []byte {
 	if withOffset {
 		b = binary.BigEndian.AppendUint64(b, a.Offset)
 	}
+	if owner != nil {
+		b = appendBytes16(b, []byte(nodeID))
+		b = appendBytes16(b, []byte(addr))
+		b = binary.BigEndian.AppendUint64(b, owner.Generation)
+	}
 	return b
+}
+
+// clip16 cuts s to what a u16 length can carry, so an oversized field
+// costs its tail rather than a frame whose lengths lie.
+func clip16(s string) string {
+	if len(s) > 0xffff {
+		return s[:0xffff]
+	}
+	return s
 }
 
 // DecodeAck decodes an ack payload whose header carried flags.
 func DecodeAck(flags uint16, payload []byte) (Ack, error) {
 	var a Ack
-	if flags&FlagPublishAck == 0 || flags&^(FlagPublishAck|FlagPublishAckOffset) != 0 {
+	if flags&FlagPublishAck == 0 || flags&^(FlagPublishAck|FlagPublishAckOffset|FlagPublishAckOwner) != 0 {
 		return a, fmt.Errorf("%w: flags %#04x are not an ack", ErrMalformed, flags)
 	}
 	d := decoder{b: payload}
@@ -245,6 +265,10 @@ func DecodeAck(flags uint16, payload []byte) (Ack, error) {
 	if flags&FlagPublishAckOffset != 0 {
 		a.Offset, a.HasOffset = d.u64(), true
 	}
+	var owner *Owner
+	if flags&FlagPublishAckOwner != 0 {
+		owner = &Owner{NodeID: string(d.bytes16()), Addr: string(d.bytes16()), Generation: d.u64()}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d trailing bytes after ack", ErrMalformed, len(d.b))
 	}
@@ -254,11 +278,14 @@ func DecodeAck(flags uint16, payload []byte) (Ack, error) {
 	if d.err == nil && status == 1 && a.HasOffset {
 		d.err = fmt.Errorf("%w: an error ack carries no offset", ErrMalformed)
 	}
+	if d.err == nil && status == 0 && owner != nil {
+		d.err = fmt.Errorf("%w: a successful ack carries no owner", ErrMalformed)
+	}
 	if d.err != nil {
 		return a, d.err
 	}
 	if status == 1 {
-		a.Err = &Error{Code: code, Retry: retry, Message: string(msg)}
+		a.Err = &Error{Code: code, Retry: retry, Message: string(msg), Owner: owner}
 	}
 	return a, nil
 }

@@ -283,10 +283,12 @@ func TestDecodePublishTruncated(t *testing.T) {
 }
 
 func TestAckRoundTrip(t *testing.T) {
+	owner := &Owner{NodeID: "node-2", Addr: "10.0.0.2:5000", Generation: math.MaxUint64}
 	tests := []struct {
-		name string
-		give Ack
-		want Ack
+		name      string
+		give      Ack
+		want      Ack
+		wantFlags uint16
 	}{
 		{name: "success", give: Ack{RequestID: 1, Count: 1}},
 		{name: "success, batch", give: Ack{RequestID: math.MaxUint64, Count: math.MaxUint32}},
@@ -320,31 +322,55 @@ func TestAckRoundTrip(t *testing.T) {
 			give: Ack{RequestID: 13, Err: &Error{Code: CodeInternal, Message: strings.Repeat("m", 0xffff+10)}},
 			want: Ack{RequestID: 13, Err: &Error{Code: CodeInternal, Message: strings.Repeat("m", 0xffff)}},
 		},
+		{
+			name:      "success with offset",
+			give:      Ack{RequestID: 14, Count: 2, Offset: math.MaxUint64, HasOffset: true},
+			wantFlags: FlagPublishAckOffset,
+		},
+		{
+			name: "error drops the offset",
+			give: Ack{RequestID: 15, Err: &Error{Code: CodeStorage}, Offset: 3, HasOffset: true},
+			want: Ack{RequestID: 15, Err: &Error{Code: CodeStorage}},
+		},
+		{
+			name:      "not_leader with its owner",
+			give:      Ack{RequestID: 16, Count: 4, Err: &Error{Code: CodeNotLeader, Retry: RetryRedirect, Message: "moved", Owner: owner}},
+			wantFlags: FlagPublishAckOwner,
+		},
+		{
+			name:      "owner with empty fields",
+			give:      Ack{RequestID: 17, Err: &Error{Code: CodeShardUnavailable, Retry: Retry, Owner: &Owner{}}},
+			wantFlags: FlagPublishAckOwner,
+		},
+		{
+			name:      "owner fields over the limit are truncated",
+			give:      Ack{RequestID: 18, Err: &Error{Code: CodeNotLeader, Owner: &Owner{NodeID: strings.Repeat("n", 0xffff+1), Addr: strings.Repeat("a", 0xffff+2), Generation: 1}}},
+			want:      Ack{RequestID: 18, Err: &Error{Code: CodeNotLeader, Owner: &Owner{NodeID: strings.Repeat("n", 0xffff), Addr: strings.Repeat("a", 0xffff), Generation: 1}}},
+			wantFlags: FlagPublishAckOwner,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want := tt.want
-			if want == (Ack{}) {
+			if want.RequestID == 0 && want.Err == nil && !want.HasOffset {
 				want = tt.give
 			}
 			h, payload := splitFrame(t, AppendAck(nil, &tt.give))
-			if h.Flags != FlagPublishAck {
-				t.Fatalf("flags = %#04x, want FlagPublishAck", h.Flags)
+			if h.Flags != FlagPublishAck|tt.wantFlags {
+				t.Fatalf("flags = %#04x, want %#04x", h.Flags, FlagPublishAck|tt.wantFlags)
 			}
-			got, err := DecodeAck(FlagPublishAck, payload)
+			got, err := DecodeAck(h.Flags, payload)
 			if err != nil {
 				t.Fatalf("DecodeAck: %v", err)
 			}
 			if got.RequestID != want.RequestID || got.Count != want.Count {
 				t.Errorf("got request %d count %d, want %d %d", got.RequestID, got.Count, want.RequestID, want.Count)
 			}
-			switch {
-			case want.Err == nil && got.Err != nil:
-				t.Errorf("Err = %v, want nil", got.Err)
-			case want.Err != nil && got.Err == nil:
-				t.Errorf("Err = nil, want %v", want.Err)
-			case want.Err != nil && *got.Err != *want.Err:
-				t.Errorf("Err = %+v, want %+v", *got.Err, *want.Err)
+			if got.HasOffset != want.HasOffset || got.Offset != want.Offset {
+				t.Errorf("got offset %d (present %t), want %d (%t)", got.Offset, got.HasOffset, want.Offset, want.HasOffset)
+			}
+			if !sameError(got.Err, want.Err) {
+				t.Errorf("Err = %+v (owner %+v), want %+v (owner %+v)", got.Err, ownerOf(got.Err), want.Err, ownerOf(want.Err))
 			}
 			if want.Err != nil && !errors.Is(got.Err, &Error{Code: want.Err.Code}) {
 				t.Errorf("decoded error does not match its code with errors.Is")
@@ -353,29 +379,55 @@ func TestAckRoundTrip(t *testing.T) {
 	}
 }
 
+func ownerOf(e *Error) *Owner {
+	if e == nil {
+		return nil
+	}
+	return e.Owner
+}
+
 func TestDecodeAckRejects(t *testing.T) {
 	valid := AppendAck(nil, &Ack{RequestID: 1, Count: 1, Err: &Error{Code: CodeDraining, Retry: Retry, Message: "bye"}})[HeaderLen:]
 	withStatus := func(s byte) []byte { b := append([]byte(nil), valid...); b[0] = s; return b }
+	ownerFrame := AppendAck(nil, &Ack{RequestID: 2, Err: &Error{Code: CodeNotLeader, Owner: &Owner{NodeID: "n", Addr: "a:1", Generation: 3}}})
+	withOwner := ownerFrame[HeaderLen:]
+	// The same owner fields after a successful ack's prefix.
+	okOwner := append(append([]byte(nil), AppendAck(nil, &Ack{RequestID: 2})[HeaderLen:]...), withOwner[len(withOwner)-2-1-2-3-8:]...)
+	offsetAck := AppendAck(nil, &Ack{RequestID: 3, Offset: 9, HasOffset: true})[HeaderLen:]
+	both := FlagPublishAck | FlagPublishAckOffset | FlagPublishAckOwner
 	tests := []struct {
-		name string
-		give []byte
+		name  string
+		flags uint16
+		give  []byte
 	}{
-		{name: "nil", give: nil},
-		{name: "status 2", give: withStatus(2)},
-		{name: "status 255", give: withStatus(255)},
-		{name: "trailing byte", give: append(append([]byte(nil), valid...), 0)},
-		{name: "message length past end", give: append(append([]byte(nil), valid[:16]...), 0, 9, 'x')},
+		{name: "nil", flags: FlagPublishAck, give: nil},
+		{name: "status 2", flags: FlagPublishAck, give: withStatus(2)},
+		{name: "status 255", flags: FlagPublishAck, give: withStatus(255)},
+		{name: "trailing byte", flags: FlagPublishAck, give: append(append([]byte(nil), valid...), 0)},
+		{name: "message length past end", flags: FlagPublishAck, give: append(append([]byte(nil), valid[:16]...), 0, 9, 'x')},
+		{name: "owner flag without the owner", flags: FlagPublishAck | FlagPublishAckOwner, give: valid},
+		{name: "owner without the flag", flags: FlagPublishAck, give: withOwner},
+		{name: "owner on a successful ack", flags: FlagPublishAck | FlagPublishAckOwner, give: okOwner},
+		{name: "owner and offset on an error ack", flags: both, give: append(append([]byte(nil), valid...), append(make([]byte, 8), withOwner[len(withOwner)-16:]...)...)},
+		{name: "owner flags on a success with offset", flags: both, give: append(append([]byte(nil), offsetAck...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},
+		{name: "owner trailing byte", flags: FlagPublishAck | FlagPublishAckOwner, give: append(append([]byte(nil), withOwner...), 0)},
+		{name: "not an ack", flags: FlagPublishAckOwner, give: withOwner},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := DecodeAck(FlagPublishAck, tt.give); !errors.Is(err, ErrMalformed) {
-				t.Fatalf("DecodeAck(% x) error = %v, want ErrMalformed", tt.give, err)
+			if _, err := DecodeAck(tt.flags, tt.give); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("DecodeAck(%#04x, % x) error = %v, want ErrMalformed", tt.flags, tt.give, err)
 			}
 		})
 	}
 	for n := 0; n < len(valid); n++ {
 		if _, err := DecodeAck(FlagPublishAck, valid[:n]); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("ack cut at %d of %d: error = %v, want ErrMalformed", n, len(valid), err)
+		}
+	}
+	for n := 0; n < len(withOwner); n++ {
+		if _, err := DecodeAck(FlagPublishAck|FlagPublishAckOwner, withOwner[:n]); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("owner ack cut at %d of %d: error = %v, want ErrMalformed", n, len(withOwner), err)
 		}
 	}
 }

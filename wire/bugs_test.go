@@ -70,6 +70,10 @@ func TestDecodeMessageRejectsOutOfRangeIntegers(t *testing.T) {
 		{name: "negative client features", typ: TypeAuth, body: map[string]any{"client_features": -1}},
 		{name: "server features over u32", typ: TypeAuthOK, body: map[string]any{"server_features": uint64(1) << 32}},
 		{name: "queue capacity over i64", typ: TypeSubscribe, body: map[string]any{"queue_capacity": uint64(math.MaxUint64)}},
+		{name: "nested shard over u32", typ: TypeShardOwnersView, body: map[string]any{"owners": []any{map[string]any{"shard": uint64(1) << 32}}}},
+		{name: "nested negative generation", typ: TypeShardOwnersView, body: map[string]any{"owners": []any{map[string]any{"owner": map[string]any{"generation": -1}}}}},
+		{name: "owner pointer generation negative", typ: TypeError, body: map[string]any{"owner": map[string]any{"generation": -1}}},
+		{name: "stream info shards over u32", typ: TypeStreamInfos, body: map[string]any{"streams": []any{map[string]any{"shards": uint64(1) << 33}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -68,11 +68,16 @@ const (
 	// and a u64 sequence follow the acked prefix. It does not combine with
 	// FlagPublishIf (malformed).
 	FlagPublishIdempotent uint16 = 0x0100
+	// FlagPublishAckOwner: a failed ack ends with the shard's owner (u16
+	// node id length, node id, u16 address length, address, u64
+	// generation), so a client can go there. Sent only to clients that
+	// negotiated FeatureRedirect; never on a successful ack.
+	FlagPublishAckOwner uint16 = 0x0080
 
 	// knownFlags is every bit this version understands. Unknown bits are
 	// rejected, never masked, so a newer peer's layout is not misread.
 	knownFlags = FlagPublishBatch | FlagEventBatch | FlagPublishAcked | FlagPublishAck | FlagPublishKeyed |
-		FlagEventBatchOffsets | FlagPublishAckOffset | FlagPublishIf | FlagPublishIdempotent
+		FlagEventBatchOffsets | FlagPublishAckOffset | FlagPublishIf | FlagPublishIdempotent | FlagPublishAckOwner
 )
 
 // Header is a decoded frame header.

@@ -53,7 +53,7 @@ func TestParseHeader(t *testing.T) {
 		{name: "flag 0x0002", give: AppendHeader(nil, 0x0002, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
 		{name: "flag 0x0400", give: AppendHeader(nil, 0x0400, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
 		{name: "flag 0x8000", give: AppendHeader(nil, 0x8000, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
-		{name: "known plus unknown", give: AppendHeader(nil, FlagPublishBatch|0x0080, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
+		{name: "known plus unknown", give: AppendHeader(nil, FlagPublishBatch|0x0400, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
 		{name: "all flags", give: AppendHeader(nil, 0xffff, 0), maxLen: maxLen, wantErr: ErrUnknownFlags},
 		{name: "one over the cap", give: AppendHeader(nil, 0, maxLen+1), maxLen: maxLen, wantErr: ErrFrameTooLarge},
 		{name: "4 GiB", give: rawHeader(Magic, Version, 0, 0xffffffff), maxLen: maxLen, wantErr: ErrFrameTooLarge},

@@ -86,7 +86,7 @@ func dispatchFrame(t *testing.T, h Header, payload []byte) {
 	case h.Flags&FlagEventBatch != 0:
 		checkEventBatch(t, payload)
 	case h.Flags&FlagPublishAck != 0:
-		checkAck(t, payload)
+		checkAck(t, h.Flags, payload)
 	case h.Flags == 0:
 		checkMessage(t, payload)
 	default:
@@ -191,44 +191,59 @@ func checkEventBatch(t *testing.T, payload []byte) {
 	}
 }
 
-// FuzzDecodeAck decodes an arbitrary ack payload.
+// FuzzDecodeAck decodes an arbitrary ack payload under arbitrary flags.
 //
 // Invariants:
 //   - never panics; every error is ErrMalformed;
-//   - a successful decode re-encodes to an ack that decodes the same;
+//   - flags other than FlagPublishAck with its modifiers
+//     (FlagPublishAckOffset, FlagPublishAckOwner) never decode;
+//   - a successful decode has an offset only on success and an owner only
+//     on an error, and re-encodes with the same flags to an ack that
+//     decodes the same (its owner included);
 //   - a failed-publish ack (status 1) re-encodes to the same bytes. A
 //     success ack re-encodes to the same bytes except that code, retry class
 //     and message are written as zero: DecodeAck does not require them to be
-//     zero on success, so only those bytes may differ.
+//     zero on success, so only those bytes may differ; its offset, when
+//     present, ends both.
 func FuzzDecodeAck(f *testing.F) {
 	for _, s := range fuzzSeeds()["FuzzDecodeAck"] {
-		f.Add(s.args[0].([]byte))
+		f.Add(s.args[0].(uint16), s.args[1].([]byte))
 	}
 	f.Fuzz(checkAck)
 }
 
-func checkAck(t *testing.T, payload []byte) {
-	a, err := DecodeAck(FlagPublishAck, payload)
+func checkAck(t *testing.T, flags uint16, payload []byte) {
+	a, err := DecodeAck(flags, payload)
 	if err != nil {
 		if !errors.Is(err, ErrMalformed) {
 			t.Fatalf("DecodeAck error %v is not ErrMalformed", err)
 		}
 		return
 	}
-	re := AppendAck(nil, &a)[HeaderLen:]
-	again, err := DecodeAck(FlagPublishAck, re)
+	if flags&FlagPublishAck == 0 || flags&^(FlagPublishAck|FlagPublishAckOffset|FlagPublishAckOwner) != 0 {
+		t.Fatalf("DecodeAck accepted non-ack flags %#04x", flags)
+	}
+	if a.HasOffset && a.Err != nil || a.Err == nil && flags&FlagPublishAckOwner != 0 {
+		t.Fatalf("flags %#04x decoded to offset present %t, error %v", flags, a.HasOffset, a.Err)
+	}
+	frame := AppendAck(nil, &a)
+	h, re := splitFrame(t, frame)
+	if h.Flags != flags {
+		t.Fatalf("re-encoded flags %#04x, input %#04x", h.Flags, flags)
+	}
+	again, err := DecodeAck(h.Flags, re)
 	if err != nil {
 		t.Fatalf("re-encoded ack does not decode: %v", err)
 	}
-	if again.RequestID != a.RequestID || again.Count != a.Count || (again.Err == nil) != (a.Err == nil) ||
-		a.Err != nil && *again.Err != *a.Err {
+	if again.RequestID != a.RequestID || again.Count != a.Count || again.HasOffset != a.HasOffset ||
+		again.Offset != a.Offset || !sameError(again.Err, a.Err) {
 		t.Fatalf("ack changed in a round trip: %+v then %+v", a, again)
 	}
 	if bytes.Equal(re, payload) {
 		return
 	}
-	// status u8, request id u64, count u32 come first.
-	if a.Err != nil || !bytes.Equal(re[:13], payload[:13]) {
+	// status u8, request id u64, count u32 come first; an offset ends it.
+	if a.Err != nil || !bytes.Equal(re[:13], payload[:13]) || a.HasOffset && !bytes.Equal(re[len(re)-8:], payload[len(payload)-8:]) {
 		t.Fatalf("re-encoded ack differs:\n got % x\nwant % x", re, payload)
 	}
 }
@@ -376,22 +391,32 @@ func fuzzSeeds() map[string][]fuzzSeed {
 		{"ok", Ack{RequestID: 1, Count: 1}},
 		{"error", Ack{RequestID: 2, Count: 5, Err: &Error{Code: CodeOverloaded, Retry: RetryAfter, Message: "slow down"}}},
 		{"error-empty-message", Ack{RequestID: 3, Err: &Error{Code: CodeNotLeader, Retry: RetryRedirect}}},
+		{"ok-offset", Ack{RequestID: 4, Count: 2, Offset: 1 << 40, HasOffset: true}},
+		{"error-owner", Ack{RequestID: 5, Count: 1, Err: &Error{Code: CodeNotLeader, Retry: RetryRedirect, Message: "moved",
+			Owner: &Owner{NodeID: "node-2", Addr: "10.0.0.2:5000", Generation: 7}}}},
+		{"error-owner-empty", Ack{RequestID: 6, Err: &Error{Code: CodeShardUnavailable, Retry: Retry, Owner: &Owner{}}}},
 	}
 	for _, aa := range acks {
 		frame := AppendAck(nil, &aa.a)
-		payload := frame[HeaderLen:]
-		add("FuzzDecodeAck", "ack-"+aa.name, payload)
-		add("FuzzDecodeAck", "ack-"+aa.name+"-truncated", cut(payload, 1))
-		add("FuzzDecodeAck", "ack-"+aa.name+"-trailing", plus(payload, 0))
-		add("FuzzDecodeAck", "ack-"+aa.name+"-status-flipped", flip(payload, 0))
+		flags, payload := uint16(frame[6])<<8|uint16(frame[7]), frame[HeaderLen:]
+		add("FuzzDecodeAck", "ack-"+aa.name, flags, payload)
+		add("FuzzDecodeAck", "ack-"+aa.name+"-truncated", flags, cut(payload, 1))
+		add("FuzzDecodeAck", "ack-"+aa.name+"-trailing", flags, plus(payload, 0))
+		add("FuzzDecodeAck", "ack-"+aa.name+"-status-flipped", flags, flip(payload, 0))
 		add("FuzzFrameReader", "ack-"+aa.name, frame)
 	}
 	okAck := AppendAck(nil, &acks[0].a)[HeaderLen:]
-	add("FuzzDecodeAck", "ack-ok-with-error-fields", func() []byte {
+	add("FuzzDecodeAck", "ack-ok-with-error-fields", FlagPublishAck, func() []byte {
 		b := append([]byte(nil), okAck[:13]...)
 		return append(b, 0, 10, 2, 0, 1, 'x')
 	}())
-	add("FuzzDecodeAck", "ack-message-length-past-end", append(append([]byte(nil), okAck[:16]...), 0xff, 0xff))
+	add("FuzzDecodeAck", "ack-message-length-past-end", FlagPublishAck, append(append([]byte(nil), okAck[:16]...), 0xff, 0xff))
+	ownerAck := AppendAck(nil, &acks[4].a)[HeaderLen:]
+	add("FuzzDecodeAck", "ack-owner-without-flag", FlagPublishAck, ownerAck)
+	add("FuzzDecodeAck", "ack-owner-and-offset-flags", FlagPublishAck|FlagPublishAckOffset|FlagPublishAckOwner, ownerAck)
+	ownerLen := 2 + len("node-2") + 2 + len("10.0.0.2:5000") + 8
+	add("FuzzDecodeAck", "ack-owner-node-length-past-end", FlagPublishAck|FlagPublishAckOwner, plus(ownerAck[:len(ownerAck)-ownerLen], 0xff, 0xff))
+	add("FuzzDecodeAck", "ack-not-an-ack", FlagPublishAckOwner, ownerAck)
 
 	batches := []struct {
 		name   string

@@ -103,3 +103,15 @@ func seqPayloads(n int) [][]byte {
 	}
 	return out
 }
+
+// sameError compares errors as they travel: code, retry class, message and
+// the owner's value (nil only equals nil). Cause never travels.
+func sameError(a, b *Error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if (a.Owner == nil) != (b.Owner == nil) || a.Owner != nil && *a.Owner != *b.Owner {
+		return false
+	}
+	return a.Code == b.Code && a.Retry == b.Retry && a.Message == b.Message
+}

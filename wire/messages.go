@@ -58,6 +58,7 @@ func (m *TimeOffset) AnswerTo() uint64           { return m.RequestID }
 func (m *SubscribeCursorError) AnswerTo() uint64 { return m.RequestID }
 func (m *PublishRefused) AnswerTo() uint64       { return m.RequestID }
 func (m *ProducerInitOK) AnswerTo() uint64       { return m.RequestID }
+func (m *ShardOwnersView) AnswerTo() uint64      { return m.RequestID }
 
 // PublishRefused answers a conditional or idempotent publish the broker did
 // not write, on the publish's stream in its place in order: Reason
@@ -195,7 +196,8 @@ type ErrorMsg struct {
 	Retry     RetryClass `msgpack:"retry"`
 	Message   string     `msgpack:"message"`
 	// Owner, with FeatureRedirect, names the member that owns the shard
-	// the request was for (not_leader, shard_moved).
+	// the request was for (not_leader: go there; shard_unavailable: the
+	// member that is gone).
 	Owner *Owner `msgpack:"owner,omitempty"`
 }
 

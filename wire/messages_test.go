@@ -61,6 +61,17 @@ var allMessages = []Message{
 	&ProducerInitOK{},
 	&PublishRefused{RequestID: 16, Reason: ReasonSequenceGap, Expected: 3},
 	&PublishRefused{RequestID: 17, Reason: ReasonUnknownProducer},
+	&ErrorMsg{RequestID: 18, Code: CodeNotLeader, Retry: RetryRedirect, Message: "shard 2 is owned by n2",
+		Owner: &Owner{NodeID: "n2", Addr: "10.0.0.2:5000", Generation: math.MaxUint64}},
+	&ErrorMsg{RequestID: 19, Code: CodeShardUnavailable, Retry: Retry, Owner: &Owner{}},
+	&ShardOwners{RequestID: 20, Tenant: "acme", Namespace: "orders", Stream: "created"},
+	&ShardOwners{},
+	&ShardOwnersView{RequestID: 20, Shards: 3, Routing: "jump", Durable: true, Owners: []ShardOwner{
+		{Shard: 0, Owner: Owner{NodeID: "n1", Addr: "10.0.0.1:5000", Generation: 4}, Available: true},
+		{Shard: 1, Owner: Owner{NodeID: "n2", Addr: "10.0.0.2:5000", Generation: 7}},
+		{Shard: math.MaxUint32, Available: true},
+	}},
+	&ShardOwnersView{},
 }
 
 var allTypes = []MsgType{
@@ -68,6 +79,7 @@ var allTypes = []MsgType{
 	TypeStreamCreate, TypeStreamGet, TypeStreamList, TypeStreamDelete, TypeStreamInfo, TypeStreamInfos,
 	TypeStreamRead, TypeSubscribeCursorError, TypeSubscriptionLagged, TypeStreamRecords,
 	TypeOffsetForTime, TypeTimeOffset, TypePublishRefused, TypeProducerInit, TypeProducerInitOK,
+	TypeShardOwners, TypeShardOwnersView,
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -141,6 +153,29 @@ func TestErrorMsgErr(t *testing.T) {
 	}
 	if !errors.Is(err, ErrOverloaded) {
 		t.Fatalf("errors.Is(ErrorMsg.Err(), ErrOverloaded) = false")
+	}
+}
+
+// An error's owner is what a client follows on not_leader; Err must not
+// drop it on the way from the message.
+func TestErrorMsgErrKeepsOwner(t *testing.T) {
+	owner := Owner{NodeID: "n2", Addr: "10.0.0.2:5000", Generation: 9}
+	m := &ErrorMsg{RequestID: 1, Code: CodeNotLeader, Retry: RetryRedirect, Message: "moved", Owner: &owner}
+	err := m.Err()
+	if err.Owner == nil || *err.Owner != owner {
+		t.Fatalf("Err().Owner = %+v, want %+v", err.Owner, owner)
+	}
+	if !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("errors.Is(%v, ErrNotLeader) = false", err)
+	}
+}
+
+// Every reply a client waits for must name its request, or the client's
+// control reader has no one to hand it to.
+func TestShardOwnersViewAnswers(t *testing.T) {
+	var r Reply = &ShardOwnersView{RequestID: 42}
+	if r.AnswerTo() != 42 {
+		t.Fatalf("ShardOwnersView.AnswerTo() = %d, want 42", r.AnswerTo())
 	}
 }
 

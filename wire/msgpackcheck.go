@@ -127,12 +127,22 @@ func checkMsgpack(b []byte) error {
 // field: msgpack/v5 stores decoded integers with reflect's SetUint/SetInt,
 // which truncate silently (a code of 70000 would become 4464). Control
 // messages are rare, so decoding the body twice costs nothing that matters.
+// Nested structs are checked too (a ShardOwner's shard, an Owner's
+// generation), through pointers and slices.
 func checkIntRanges(body []byte, m Message) error {
 	var raw map[string]any
 	if err := msgpack.Unmarshal(body, &raw); err != nil {
 		return fmt.Errorf("%w: %s body: %v", ErrMalformed, m.Type(), err)
 	}
-	t := reflect.TypeOf(m).Elem()
+	if err := fitsStruct(raw, reflect.TypeOf(m).Elem()); err != nil {
+		return fmt.Errorf("%w: %s.%v", ErrMalformed, m.Type(), err)
+	}
+	return nil
+}
+
+// fitsStruct checks the integers of raw, a decoded msgpack map, against
+// struct type t's fields; its error starts with the field's path.
+func fitsStruct(raw map[string]any, t reflect.Type) error {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("msgpack"), ",")
@@ -140,9 +150,38 @@ func checkIntRanges(body []byte, m Message) error {
 		if !ok || name == "" {
 			continue
 		}
-		if err := fitsKind(v, f.Type); err != nil {
-			return fmt.Errorf("%w: %s.%s: %v", ErrMalformed, m.Type(), name, err)
+		if err := fitsValue(v, f.Type); err != nil {
+			return fmt.Errorf("%s%v", name, err)
 		}
+	}
+	return nil
+}
+
+// fitsValue checks v against type t, descending into structs and slices.
+// A value of another shape is left to msgpack, which reports mismatches.
+func fitsValue(v any, t reflect.Type) error {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if m, ok := v.(map[string]any); ok {
+			if err := fitsStruct(m, t); err != nil {
+				return fmt.Errorf(".%v", err)
+			}
+		}
+		return nil
+	case reflect.Slice:
+		items, _ := v.([]any)
+		for i, item := range items {
+			if err := fitsValue(item, t.Elem()); err != nil {
+				return fmt.Errorf("[%d]%v", i, err)
+			}
+		}
+		return nil
+	}
+	if err := fitsKind(v, t); err != nil {
+		return fmt.Errorf(": %v", err)
 	}
 	return nil
 }

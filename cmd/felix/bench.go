@@ -348,7 +348,7 @@ func (o *benchOpts) explainDialError(err error) error {
 		return err
 	}
 	co := connOpts{broker: de.Addr, tenant: "default", caFile: o.caFile, insecure: o.insecure, token: o.token}
-	return co.explainDialError(de.Err)
+	return co.explainDialError(de.Addr, de.Err)
 }
 
 // printProgress returns a loadgen.Config.Progress that prints a line per

@@ -35,7 +35,8 @@ type connOpts struct {
 }
 
 func (o *connOpts) register(fs *pflag.FlagSet) {
-	fs.StringVar(&o.broker, "broker", "127.0.0.1:5000", "broker address, host:port")
+	fs.StringVar(&o.broker, "broker", "127.0.0.1:5000", "broker address, host:port; or a comma-separated list of a cluster's brokers: "+
+		"pub and sub send to each shard's owner, other commands use the first broker that answers")
 	fs.StringVar(&o.tenant, "tenant", "default", "tenant")
 	fs.StringVar(&o.namespace, "namespace", "default", "namespace")
 	fs.StringVar(&o.stream, "stream", "", "stream name (required)")
@@ -51,6 +52,8 @@ func (o *connOpts) check() error {
 	switch {
 	case o.stream == "":
 		return usagef("--stream is required")
+	case len(o.brokers()) == 0:
+		return usagef("--broker needs a host:port, or a comma-separated list of them")
 	case o.tenant == "" || o.namespace == "":
 		return usagef("--tenant and --namespace must not be empty")
 	case o.caFile != "" && o.insecure:
@@ -70,17 +73,61 @@ func (o *connOpts) scope() string {
 	return o.tenant + "/" + o.namespace + "/" + o.stream
 }
 
+// brokers is --broker's list of addresses.
+func (o *connOpts) brokers() []string {
+	var out []string
+	for _, addr := range strings.Split(o.broker, ",") {
+		if addr = strings.TrimSpace(addr); addr != "" {
+			out = append(out, addr)
+		}
+	}
+	return out
+}
+
+// dial connects to the first broker of --broker that answers, each within
+// --connect-timeout.
 func (o *connOpts) dial(ctx context.Context) (*client.Client, error) {
+	var err error
+	for _, addr := range o.brokers() {
+		var c *client.Client
+		c, err = o.dialOne(ctx, addr)
+		if err == nil || ctx.Err() != nil || !isUnreachable(err) {
+			return c, err
+		}
+	}
+	return nil, err
+}
+
+func (o *connOpts) dialOne(ctx context.Context, addr string) (*client.Client, error) {
 	dctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()
-	c, err := client.Dial(dctx, o.broker, o.clientOptions())
+	c, err := client.Dial(dctx, addr, o.clientOptions())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted while connecting to %s", addr)
+		}
+		return nil, o.explainDialError(addr, err)
+	}
+	return c, nil
+}
+
+// dialCluster connects a ClusterClient to --broker's brokers: the first
+// that answers, each within --connect-timeout; the others as the shards
+// they own are needed.
+func (o *connOpts) dialCluster(ctx context.Context) (*client.ClusterClient, error) {
+	seeds := o.brokers()
+	dctx, cancel := context.WithTimeout(ctx, o.connectTimeout*time.Duration(len(seeds)))
+	defer cancel()
+	opts := o.clientOptions()
+	opts.DialTimeout = o.connectTimeout
+	cc, err := client.DialCluster(dctx, seeds, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("interrupted while connecting to %s", o.broker)
 		}
-		return nil, o.explainDialError(err)
+		return nil, o.explainDialError(o.broker, err)
 	}
-	return c, nil
+	return cc, nil
 }
 
 // clientOptions are the client's options from the flags. A token from
@@ -130,7 +177,7 @@ var howToGetToken = "Pass --token TOKEN or set " + tokenEnv + "; on the broker's
 
 // explainDialError turns the usual ways a first connection fails into what
 // to do about them, keeping the cause in parentheses.
-func (o *connOpts) explainDialError(err error) error {
+func (o *connOpts) explainDialError(addr string, err error) error {
 	switch {
 	case isCertError(err):
 		trusted := "the system's roots"
@@ -142,12 +189,12 @@ func (o *connOpts) explainDialError(err error) error {
 		}
 		return fmt.Errorf("the broker at %s presented a certificate this client does not trust; it trusted %s. "+
 			"Pass --ca FILE with the broker's certificate (DATA_DIR/cert.pem of its --data-dir, ./felix-data/cert.pem by default), "+
-			"or --insecure to skip verification (%w)", o.broker, trusted, err)
+			"or --insecure to skip verification (%w)", addr, trusted, err)
 	case errors.Is(err, wire.ErrUnauthenticated):
 		return fmt.Errorf("the broker at %s refused the connection as tenant %s; this client sent %s. %s (%w)",
-			o.broker, o.tenant, tokenSource(o.token), howToGetToken, err)
+			addr, o.tenant, tokenSource(o.token), howToGetToken, err)
 	case isUnreachable(err):
-		return fmt.Errorf("cannot reach broker at %s: is `felix broker` running? (%w)", o.broker, err)
+		return fmt.Errorf("cannot reach broker at %s: is `felix broker` running? (%w)", addr, err)
 	case strings.Contains(err.Error(), "read CA file"):
 		return fmt.Errorf("cannot read the --ca file: %w", err)
 	}
@@ -184,6 +231,14 @@ func isUnreachable(err error) bool {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// closeCluster says goodbye on every connection within closeTimeout, even
+// after ctx ended.
+func closeCluster(cc *client.ClusterClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = cc.Close(ctx)
 }
 
 // closeClient says goodbye within closeTimeout, even after ctx ended.

@@ -91,15 +91,25 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 		return err
 	}
 	o.conn.publishWindow = o.inflight
-	c, err := o.conn.dial(ctx)
+	cc, err := o.conn.dialCluster(ctx)
 	if err != nil {
 		return err
 	}
 	if o.flags.Changed("if-offset") {
-		defer closeClient(c)
-		return o.publishIf(ctx, c, args)
+		defer closeCluster(cc)
+		return o.publishIf(ctx, cc, args)
 	}
-	p, err := o.newPublisher(ctx, c, mode)
+	// One run publishes to one shard (one key): its owner's connection
+	// serves the whole run, pipelined, as a single broker's did.
+	c, err := cc.ClientForKey(ctx, o.conn.streamRef(), o.routingKey())
+	if err != nil {
+		closeCluster(cc)
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted while connecting to %s", o.conn.broker)
+		}
+		return o.explainPublishError(err, 0)
+	}
+	p, err := o.newPublisher(ctx, cc, c, mode)
 	if err != nil {
 		return err
 	}
@@ -129,7 +139,7 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 		_ = p.idem.Close(closeCtx) // closes the client it has (c, or a redialed one)
 		cancel()
 	}
-	closeClient(c)
+	closeCluster(cc)
 	if perr := p.failure(); perr != nil && (err == nil || errors.Is(err, perr)) {
 		err = perr
 	}
@@ -548,12 +558,12 @@ func formatDuration(d time.Duration) string {
 
 // publishIf publishes args as one conditional batch (--if-offset): written
 // at the expected offset, or refused with the stream's next offset.
-func (o *pubOpts) publishIf(ctx context.Context, c *client.Client, args []string) error {
+func (o *pubOpts) publishIf(ctx context.Context, cc *client.ClusterClient, args []string) error {
 	payloads := make([][]byte, len(args))
 	for i, a := range args {
 		payloads[i] = []byte(a)
 	}
-	off, err := c.PublishIf(ctx, o.conn.streamRef(), payloads, o.ifOffset, client.PublishOptions{})
+	off, err := cc.PublishIf(ctx, o.conn.streamRef(), payloads, o.ifOffset, client.PublishOptions{})
 	var refused *wire.RefusedError
 	switch {
 	case errors.As(err, &refused):
@@ -573,25 +583,25 @@ func (o *pubOpts) publishIf(ctx context.Context, c *client.Client, args []string
 	return nil
 }
 
-// newPublisher prepares the publishing side of a run: the ack mode, batch
-// size, key, --json-acks output and, with --idempotent, the producer. On an
-// error c is closed.
-func (o *pubOpts) newPublisher(ctx context.Context, c *client.Client, mode wire.AckMode) (*publisher, error) {
+// newPublisher prepares the publishing side of a run on c, the owner's
+// connection from cc: the ack mode, batch size, key, --json-acks output
+// and, with --idempotent, the producer. On an error cc is closed.
+func (o *pubOpts) newPublisher(ctx context.Context, cc *client.ClusterClient, c *client.Client, mode wire.AckMode) (*publisher, error) {
 	var err error
 	p := &publisher{c: c, stream: o.conn.streamRef(), mode: mode, batchSize: 1}
 	if o.idem {
-		// The producer takes c as its first client and dials again
-		// whenever the one it has is gone.
+		// The producer takes c as its first client and asks cc again
+		// whenever the one it has is gone: the owner's, wherever it is now.
 		first := c
 		p.idem, err = client.NewIdempotentProducer(ctx, func(ctx context.Context) (*client.Client, error) {
 			if c := first; c != nil {
 				first = nil
 				return c, nil
 			}
-			return o.conn.dial(ctx)
+			return cc.ClientForKey(ctx, p.stream, o.routingKey())
 		})
 		if err != nil {
-			closeClient(c)
+			closeCluster(cc)
 			return nil, o.explainPublishError(err, 0)
 		}
 	}
@@ -601,11 +611,16 @@ func (o *pubOpts) newPublisher(ctx context.Context, c *client.Client, mode wire.
 	if mode == wire.AckPerBatch {
 		p.batchSize = o.batchSize
 	}
-	p.opts = client.PublishOptions{Ack: mode, FireAndForget: mode == wire.AckNone}
-	if o.key != "" {
-		p.opts.Key = []byte(o.key)
-	}
+	p.opts = client.PublishOptions{Ack: mode, FireAndForget: mode == wire.AckNone, Key: o.routingKey()}
 	return p, nil
+}
+
+// routingKey is --key as a routing key: nil (shard 0) when not given.
+func (o *pubOpts) routingKey() []byte {
+	if o.key == "" {
+		return nil
+	}
+	return []byte(o.key)
 }
 
 // report prints a finished run's summary on stderr and, with --json, stdout.

@@ -54,7 +54,11 @@ are not shown. It writes "subscribed" to standard error once the broker has
 registered the subscription. It runs until --count messages arrived, or
 until SIGINT or SIGTERM. On a durable stream, --from replays history first:
 from the oldest record kept, an offset, or (--from-time) the first record
-stored at or after a time.
+stored at or after a time. When the broker ends the subscription (its shard
+moved to another member of a cluster), the connection is lost, or a durable
+subscription falls behind, it says so on standard error and subscribes again
+at the shard's owner: on a durable stream right after the last message it
+printed, on an in-memory one from the latest.
 
 Examples:
   felix sub --stream orders
@@ -99,13 +103,13 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 		so.From, so.FromOffset = client.FromOffset, off
 	}
 
-	c, err := o.conn.dial(ctx)
+	cc, err := o.conn.dialCluster(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeClient(c)
+	defer closeCluster(cc)
 	if byTime {
-		off, err := offsetForTime(ctx, c, &o.conn, o.shard, at)
+		off, err := o.offsetForTime(ctx, cc, at)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted before anything was asked of us
@@ -114,20 +118,23 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 		}
 		so.From, so.FromOffset = client.FromOffset, off
 	}
-	sub, err := c.Subscribe(ctx, o.conn.streamRef(), so)
+	sub, err := cc.Subscribe(ctx, o.conn.streamRef(), so)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted before anything was asked of us
 		}
 		return fmt.Errorf("subscribe to %s: %w", o.conn.scope(), err)
 	}
+	sub.OnResubscribe = func(cause error) {
+		fmt.Fprintf(os.Stderr, "the subscription to %s shard %d ended (%v); subscribing again\n", o.conn.scope(), o.shard, cause)
+	}
 	fmt.Fprintln(os.Stderr, "subscribed")
-	if o.queueCapacity > 0 && sub.QueueCapacity() != o.queueCapacity {
-		fmt.Fprintf(os.Stderr, "queue capacity: asked for %d, the broker granted %d\n", o.queueCapacity, sub.QueueCapacity())
+	if capacity := sub.QueueCapacity(); o.queueCapacity > 0 && capacity != o.queueCapacity {
+		fmt.Fprintf(os.Stderr, "queue capacity: asked for %d, the broker granted %d\n", o.queueCapacity, capacity)
 	}
 
 	out := bufio.NewWriterSize(os.Stdout, stdoutBuffer)
-	err = o.print(ctx, c, sub, out)
+	err = o.print(ctx, sub, out)
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
@@ -136,39 +143,41 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	_ = sub.Close(closeCtx) // the connection's close below ends it anyway
+	_ = sub.Close(closeCtx) // the connections' close below ends it anyway
 	return nil
+}
+
+// offsetForTime resolves --from-time at the shard's owner.
+func (o *subOpts) offsetForTime(ctx context.Context, cc *client.ClusterClient, at time.Time) (uint64, error) {
+	c, err := cc.ClientFor(ctx, o.conn.streamRef(), o.shard)
+	if err != nil {
+		return 0, err
+	}
+	return offsetForTime(ctx, c, &o.conn, o.shard, at)
 }
 
 // print writes events to out until --count of them, ctx's end (nil), or the
 // subscription's end (an error). It flushes out only when no event is
-// immediately pending, so a busy stream is not one write per line.
-func (o *subOpts) print(ctx context.Context, c *client.Client, sub *client.Subscription, out *bufio.Writer) error {
-	events := sub.Events()
+// waiting, so a busy stream is not one write per line. The subscription
+// follows its shard on its own: a moved shard, a lost connection or a lag
+// are not ends.
+func (o *subOpts) print(ctx context.Context, sub *client.ClusterSubscription, out *bufio.Writer) error {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	scope := o.conn.scope()
 	for n := 0; o.count == 0 || n < o.count; n++ {
-		var ev client.Event
-		var ok bool
-		select {
-		case ev, ok = <-events:
-		case <-ctx.Done():
-			return nil
-		default:
+		if sub.Buffered() == 0 {
 			if err := out.Flush(); err != nil {
 				return err
 			}
-			select {
-			case ev, ok = <-events:
-			case <-ctx.Done():
+		}
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
 				return nil
 			}
+			return subscriptionEnded(err, n)
 		}
-		if !ok {
-			return o.subscriptionEnded(c, sub, n)
-		}
-		var err error
 		if o.json {
 			row := jsonEvent(scope, ev.Payload)
 			if ev.HasOffset {
@@ -207,15 +216,9 @@ func jsonEvent(scope string, payload []byte) subEvent {
 }
 
 // subscriptionEnded explains why events stopped before --count or a signal.
-// When the connection fails, the subscription only says ErrClosed; the
-// client's Err holds the reason.
-func (o *subOpts) subscriptionEnded(c *client.Client, sub *client.Subscription, received int) error {
+func subscriptionEnded(err error, received int) error {
 	after := fmt.Sprintf("after %d %s", received, plural(int64(received), "message"))
-	err := sub.Err()
-	if errors.Is(err, client.ErrClosed) && c.Err() != nil {
-		return fmt.Errorf("lost the connection to the broker at %s %s (did it stop?): %w", o.conn.broker, after, c.Err())
-	}
-	if err == nil || errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) {
 		return fmt.Errorf("the broker ended the subscription %s (did it stop?)", after)
 	}
 	return fmt.Errorf("subscription ended %s: %w", after, err)
