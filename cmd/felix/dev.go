@@ -435,9 +435,10 @@ In another terminal:
   %[3]s cluster ls --admin %[5]s
   %[3]s tree --cluster --admin %[5]s
 
-Kill a member (kill -9 %[6]d stops %[7]s) and watch the clients carry on.
-Ctrl-C stops the cluster; its data stays in %[8]s for the next run.
-`, info.TokenFile, info.CAFile, self, seeds, first.Admin, info.Members[len(info.Members)-1].PID, info.Members[len(info.Members)-1].NodeID, info.Dir)
+Then kill a member with kill -9 PID (cluster ls shows which owns shards)
+and watch the clients carry on once its lease has run out.
+Ctrl-C stops the cluster; its data stays in %[6]s for the next run.
+`, info.TokenFile, info.CAFile, self, seeds, first.Admin, info.Dir)
 }
 
 // selfName is felix as the user ran it, for commands to copy: "go run
@@ -509,8 +510,8 @@ func (d *devCluster) shutdown() {
 				running = append(running, m)
 			}
 		}
-		if len(running) > 0 {
-			fmt.Fprintf(d.progress, "stopping %d members\n", len(running))
+		if ids := d.running(); len(ids) > 0 {
+			fmt.Fprintf(d.progress, "stopping %s\n", strings.Join(ids, ", "))
 		}
 		for _, m := range running {
 			if err := terminate(m.cmd.Process); err != nil {

@@ -74,7 +74,8 @@ In another terminal:
   felix cluster ls --admin 127.0.0.1:7101
   felix tree --cluster --admin 127.0.0.1:7101
 
-Kill a member (kill -9 102 stops node-2) and watch the clients carry on.
+Then kill a member with kill -9 PID (cluster ls shows which owns shards)
+and watch the clients carry on once its lease has run out.
 Ctrl-C stops the cluster; its data stays in felix-cluster for the next run.
 `
 	if b.String() != want {
