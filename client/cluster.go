@@ -15,9 +15,10 @@ import (
 const (
 	retryFirstWait = 25 * time.Millisecond
 	retryMaxWait   = 500 * time.Millisecond
-	// maxRedirects is how many not_leader answers one call follows. Past
-	// them ownership is moving faster than the call, and the caller gets
-	// the last not_leader.
+	// maxRedirects is how many not_leader answers one call follows in a
+	// row. Past them the members' views of a moving shard have not
+	// converged yet (each names another): the call backs off, asks for the
+	// topology again and goes on, until its ctx ends.
 	maxRedirects = 3
 )
 
@@ -29,9 +30,14 @@ const (
 // broker every owner is that broker, so it works there as well. It is safe
 // for concurrent use.
 //
+// A dead member sends nothing: its connections are given up after
+// Options.IdleTimeout, which a ClusterClient defaults to 5 s (keep-alive
+// 1 s), the lease TTL's default, instead of a Client's 30 s.
+//
 // What a routed call does with an error, by its retry class:
 //   - not_leader naming an owner (RetryRedirect): goes there, at most
-//     maxRedirects times per call, then returns the error;
+//     maxRedirects times in a row, then backs off and asks for the
+//     topology again (as below), until ctx ends;
 //   - Retry and RetryAfter (shard_unavailable, draining, overloaded), a
 //     not_leader without an owner, an owner it cannot dial: asks for the
 //     topology again and retries, backing off from 25 ms to 500 ms, until
@@ -76,6 +82,12 @@ type unreachableError struct{ err error }
 func (e *unreachableError) Error() string { return e.err.Error() }
 func (e *unreachableError) Unwrap() error { return e.err }
 
+// A ClusterClient's connection timing, when Options leave IdleTimeout zero.
+const (
+	DefaultClusterIdleTimeout = 5 * time.Second
+	DefaultClusterKeepAlive   = time.Second
+)
+
 // DialCluster connects to the first of seeds that answers (each attempt
 // bounded by o.DialTimeout) and returns a ClusterClient that reaches the
 // other members as it needs them. A broker that refuses the credential
@@ -83,6 +95,12 @@ func (e *unreachableError) Unwrap() error { return e.err }
 func DialCluster(ctx context.Context, seeds []string, o Options) (*ClusterClient, error) {
 	if len(seeds) == 0 {
 		return nil, errors.New("client: DialCluster needs at least one broker address")
+	}
+	if o.IdleTimeout == 0 {
+		// A member that dies sends nothing more; its shards move within
+		// the lease TTL (5 s by default), so a connection to it must be
+		// given up about as fast, or a call waits out the 30 s default.
+		o.IdleTimeout, o.KeepAlive = DefaultClusterIdleTimeout, DefaultClusterKeepAlive
 	}
 	cc := &ClusterClient{opts: o.withDefaults(), seeds: slices.Clone(seeds)}
 	cc.mu.conns = make(map[string]*Client)
@@ -356,7 +374,14 @@ func (cc *ClusterClient) route(ctx context.Context, scope wire.Scope, pick func(
 		case verdictFollow:
 			cc.forget(scope)
 			if hops == maxRedirects {
-				return err
+				// Members still disagree about a shard that just moved
+				// (each names the other until its watch catches up, in
+				// milliseconds): stop following, back off, ask again.
+				hops, refresh = 0, true
+				if werr := pause.sleep(ctx); werr != nil {
+					return fmt.Errorf("client: %w; the last attempt: %w", werr, err)
+				}
+				continue
 			}
 			hops++
 			var we *wire.Error

@@ -298,8 +298,9 @@ func TestClusterClientAnswers(t *testing.T) {
 		wantErr  error // nil: the publish succeeds
 		attempts int
 	}{
-		{name: "not_leader four times", attempts: 4, wantErr: wire.ErrNotLeader, answers: []error{
+		{name: "not_leader four times: backs off, asks again", attempts: 5, answers: []error{
 			redirect(nowhere), redirect(nowhere), redirect(nowhere), redirect(nowhere)}},
+		{name: "redirected until the deadline", timeout: 300 * time.Millisecond, wantErr: context.DeadlineExceeded, answers: manyRedirects(nowhere, 1000)},
 		{name: "not_leader three times, then the owner", attempts: 4, answers: []error{
 			redirect(nowhere), redirect(nowhere), redirect(here)}},
 		{name: "not_leader without an owner is asked again", attempts: 2, answers: []error{
@@ -341,7 +342,7 @@ func TestClusterClientAnswers(t *testing.T) {
 			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
 				t.Fatalf("publish = %v, want %v", err, tt.wantErr)
 			}
-			if errors.Is(tt.wantErr, context.DeadlineExceeded) && !errors.Is(err, wire.ErrUnavailable) {
+			if errors.Is(tt.wantErr, context.DeadlineExceeded) && !errors.Is(err, wire.ErrUnavailable) && !errors.Is(err, wire.ErrNotLeader) {
 				t.Fatalf("publish = %v, want the deadline with the last attempt's shard_unavailable", err)
 			}
 			if tt.attempts > 0 && int(attempts.Load()) != tt.attempts {
@@ -353,6 +354,15 @@ func TestClusterClientAnswers(t *testing.T) {
 
 func redirect(to *wire.Owner) error {
 	return &wire.Error{Code: wire.CodeNotLeader, Retry: wire.RetryRedirect, Message: "moved", Owner: to}
+}
+
+// manyRedirects is n not_leader answers naming owner.
+func manyRedirects(owner *wire.Owner, n int) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = redirect(owner)
+	}
+	return out
 }
 
 func manyUnavailable(n int) []error {

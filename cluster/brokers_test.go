@@ -3,15 +3,12 @@ package cluster_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -22,21 +19,12 @@ import (
 
 func embeddedEtcd(t *testing.T) string {
 	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cu, _ := url.Parse("http://127.0.0.1:0")
-	pu, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	cfg.InitialCluster = cfg.Name + "=" + pu.String()
-	e, err := embed.StartEtcd(cfg)
+	e, err := cluster.StartEtcd(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	<-e.Server.ReadyNotify()
-	return "http://" + e.Clients[0].Addr().String()
+	return e.Endpoint()
 }
 
 func startMember(t *testing.T, etcd, id string) *broker.Broker {
