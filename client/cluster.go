@@ -105,16 +105,28 @@ func DialCluster(ctx context.Context, seeds []string, o Options) (*ClusterClient
 	cc := &ClusterClient{opts: o.withDefaults(), seeds: slices.Clone(seeds)}
 	cc.mu.conns = make(map[string]*Client)
 	cc.mu.topos = make(map[wire.Scope]*knownTopology)
-	var errs []error
+	// Every seed at once: a dead one costs nothing when another answers
+	// (dialed in turn, each dead seed ahead of a live one cost a whole
+	// DialTimeout: QUIC hears nothing from a dead address).
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan error, len(cc.seeds))
 	for _, addr := range cc.seeds {
-		_, err := cc.connect(ctx, addr)
-		if err == nil {
+		go func() {
+			_, err := cc.connect(dctx, addr)
+			results <- err
+		}()
+	}
+	var errs []error
+	for range cc.seeds {
+		err := <-results
+		switch {
+		case err == nil:
 			return cc, nil
+		case errors.Is(err, wire.ErrUnauthenticated):
+			return nil, err // a wrong credential is wrong everywhere
 		}
 		errs = append(errs, err)
-		if errors.Is(err, wire.ErrUnauthenticated) || ctx.Err() != nil {
-			break
-		}
 	}
 	if len(errs) == 1 {
 		return nil, errs[0]

@@ -3,8 +3,14 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
@@ -93,6 +99,15 @@ func TestMembersRouteByOwner(t *testing.T) {
 	if owned["a"] == 0 || owned["b"] == 0 {
 		t.Fatalf("8 shards placed %v: want both members to own some", owned)
 	}
+	// The metrics agree: two members, and each owns what it answered for.
+	for id, b := range members {
+		if n := brokertest.Value(t, b, "felix_node_count"); n != 2 {
+			t.Errorf("%s: felix_node_count = %v, want 2", id, n)
+		}
+		if n := brokertest.Value(t, b, "felix_shards_owned"); int(n) != owned[id] {
+			t.Errorf("%s: felix_shards_owned = %v, want %d", id, n, owned[id])
+		}
+	}
 }
 
 // ownerOf finds which member owns a shard by subscribing at one member:
@@ -117,4 +132,56 @@ func ownerOf(ctx context.Context, t *testing.T, c *client.Client, st client.Stre
 	}
 	t.Fatal(ctx.Err())
 	return ""
+}
+
+// TestMemberStartsWithoutEtcd: a member whose etcd is down starts, serves
+// nothing clustered (shard_unavailable not_ready), and joins once etcd
+// answers.
+func TestMemberStartsWithoutEtcd(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	b := startMember(t, "http://"+addr, "a")
+	c := dialInsecure(t, b.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "s"}
+	err = c.Publish(ctx, st, []byte("x"), client.PublishOptions{})
+	if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "not_ready") {
+		t.Fatalf("publish with etcd down = %v, want shard_unavailable not_ready", err)
+	}
+
+	startEtcdAt(t, addr)
+	for {
+		err = c.Publish(ctx, st, []byte("x"), client.PublishOptions{})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, wire.ErrUnavailable) || ctx.Err() != nil {
+			t.Fatalf("publish once etcd is up: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startEtcdAt runs an embedded etcd serving clients at addr.
+func startEtcdAt(t *testing.T, addr string) {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cu, _ := url.Parse("http://" + addr)
+	pu, _ := url.Parse("http://127.0.0.1:0")
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	<-e.Server.ReadyNotify()
 }

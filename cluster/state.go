@@ -193,7 +193,7 @@ func ownerOf(rec ownerRecord, ok bool) *wire.Owner {
 func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 	var put []StreamDef
 	var deleted []wire.Scope
-	membersChanged := false
+	membersChanged, unowned := false, false
 	n.mu.Lock()
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
@@ -220,6 +220,7 @@ func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 		case "owners":
 			if sk, ok := parseShardKey(rest); ok {
 				n.applyOwner(sk, ev)
+				unowned = unowned || ev.Type == mvccpb.DELETE
 			}
 		case "producers":
 			if id, err := strconv.ParseUint(rest, 10, 64); err == nil && ev.Type == mvccpb.PUT && n.cfg.Hooks.Producer != nil {
@@ -248,7 +249,7 @@ func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 	if n.cfg.Hooks.Owned != nil {
 		n.cfg.Hooks.Owned(owned)
 	}
-	if len(put) > 0 || membersChanged {
+	if len(put) > 0 || membersChanged || unowned {
 		n.poke()
 	}
 }
