@@ -414,15 +414,7 @@ func TestClusterSubscriptionResumesEnded(t *testing.T) {
 	cc := dialCluster(t, []string{b.Addr().String()}, clusterOptions(t, cfg))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st := client.Stream{Name: "ends"}
-	if _, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
-		t.Fatal(err)
-	}
-	sub, err := cc.Subscribe(ctx, st, client.SubscribeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close(ctx)
+	st, sub := durableClusterSub(t, ctx, cc, "ends")
 	var causes []error
 	sub.OnResubscribe = func(cause error) { causes = append(causes, cause) }
 	publishRun(t, ctx, cc, st, 0, 3)
@@ -448,15 +440,7 @@ func TestClusterSubscriptionResumesAfterRestart(t *testing.T) {
 	cc := dialCluster(t, []string{addr}, clusterOptions(t, cfg))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st := client.Stream{Name: "restart"}
-	if _, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
-		t.Fatal(err)
-	}
-	sub, err := cc.Subscribe(ctx, st, client.SubscribeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close(ctx)
+	st, sub := durableClusterSub(t, ctx, cc, "restart")
 	publishRun(t, ctx, cc, st, 0, 3)
 	expectOffsets(t, ctx, sub, 0, 3)
 	if err := b.Stop(ctx); err != nil {
@@ -580,15 +564,7 @@ func TestClusterSubscriptionDeletedStream(t *testing.T) {
 	cc := dialCluster(t, []string{b.Addr().String()}, clusterOptions(t, cfg))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st := client.Stream{Name: "doomed"}
-	if _, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
-		t.Fatal(err)
-	}
-	sub, err := cc.Subscribe(ctx, st, client.SubscribeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close(ctx)
+	st, sub := durableClusterSub(t, ctx, cc, "doomed")
 	if err := cc.DeleteStream(ctx, st); err != nil {
 		t.Fatal(err)
 	}
@@ -623,4 +599,20 @@ func TestClusterSubscriptionClose(t *testing.T) {
 	if err := <-done; !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("Next after Close = %v, want ErrClosed", err)
 	}
+}
+
+// durableClusterSub creates durable stream name and subscribes to it from
+// the start; the subscription closes when the test ends.
+func durableClusterSub(t *testing.T, ctx context.Context, cc *client.ClusterClient, name string) (client.Stream, *client.ClusterSubscription) {
+	t.Helper()
+	st := client.Stream{Name: name}
+	if _, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := cc.Subscribe(ctx, st, client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close(context.Background()) })
+	return st, sub
 }

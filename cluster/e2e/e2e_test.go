@@ -153,6 +153,20 @@ func (p *publisher) run(ctx context.Context, cc *client.ClusterClient) {
 	}
 }
 
+// startPublishers runs a publisher on each of the first n streams; stop
+// ends them and waits.
+func startPublishers(ctx context.Context, cc *client.ClusterClient, n int) (pubs []*publisher, stop func()) {
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	pubs = make([]*publisher, n)
+	for i := range n {
+		pubs[i] = &publisher{st: stream(i)}
+		wg.Add(1)
+		go func() { defer wg.Done(); pubs[i].run(runCtx, cc) }()
+	}
+	return pubs, func() { cancel(); wg.Wait() }
+}
+
 func (p *publisher) since(t time.Time) (ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -180,14 +194,7 @@ func TestKillMemberWhilePublishing(t *testing.T) {
 			}
 		}
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	pubs := make([]*publisher, streams)
-	for i := range streams {
-		pubs[i] = &publisher{st: stream(i)}
-		wg.Add(1)
-		go func() { defer wg.Done(); pubs[i].run(runCtx, cc) }()
-	}
+	pubs, stopPublishing := startPublishers(ctx, cc, streams)
 	// One subscriber on a stream of the victim.
 	var victimStream int
 	for i := range streams {
@@ -233,8 +240,7 @@ func TestKillMemberWhilePublishing(t *testing.T) {
 			break
 		}
 	}
-	stopRun()
-	wg.Wait()
+	stopPublishing()
 	for i := range streams {
 		if own[i] == victim {
 			continue
@@ -356,15 +362,12 @@ func TestDrainMovesEveryShard(t *testing.T) {
 	if had == 0 {
 		t.Fatal("the member to drain owns no stream")
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	pubs := make([]*publisher, streams)
-	for i := range streams {
-		pubs[i] = &publisher{st: stream(i)}
-		wg.Add(1)
-		go func() { defer wg.Done(); pubs[i].run(runCtx, cc) }()
+	pubs, stopPublishing := startPublishers(ctx, cc, streams)
+	for _, p := range pubs { // traffic on every stream before the drain
+		for p.ok.Load() == 0 && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
-	time.Sleep(200 * time.Millisecond) // some traffic before the drain
 	c.Drain(t, c.Members()[0], target.NodeID)
 	for {
 		st := c.Status(t, c.Members()[0])
@@ -391,8 +394,7 @@ func TestDrainMovesEveryShard(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	stopRun()
-	wg.Wait()
+	stopPublishing()
 	var failed []string
 	for i, p := range pubs {
 		if n := p.fail.Load(); n > 0 {
