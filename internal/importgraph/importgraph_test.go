@@ -60,6 +60,8 @@ var layers = []struct {
 		"felix/1 is a front end: it converts the wire to service types and reaches the broker only through service.Service"},
 	{"client", []string{"internal/quicconf", "routing", "wire"},
 		"the client is the other end of the wire: it shares the protocol and the QUIC settings, nothing of the broker"},
+	{"peerlink", nil,
+		"the link between members carries opaque messages per group over QUIC with mutual TLS; it knows no raft, shard or wire"},
 	{"cluster", []string{"wire"},
 		"membership, definitions, placement and owner leases in etcd: the broker asks it who owns a shard and it tells the broker what it gained and lost; it knows no actor tree, stream or storage"},
 	{"internal/clustertest", []string{"auth", "client", "cluster", "internal/quicconf", "wire"},
