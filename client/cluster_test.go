@@ -616,3 +616,61 @@ func durableClusterSub(t *testing.T, ctx context.Context, cc *client.ClusterClie
 	t.Cleanup(func() { _ = sub.Close(context.Background()) })
 	return st, sub
 }
+
+// TestClusterIdempotentProducer: a producer made by a ClusterClient sends
+// each batch to its shard's owner; batches whose attempts were redirected
+// or refused for now are sent again with their sequence, and every batch
+// is written once, in order.
+func TestClusterIdempotentProducer(t *testing.T) {
+	cfg := brokertest.Config(t)
+	b := brokertest.Start(t, cfg)
+	cc := dialCluster(t, []string{b.Addr().String()}, clusterOptions(t, cfg))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "idem"}
+	if _, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := cc.NewIdempotentProducer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	here := &wire.Owner{NodeID: "here", Addr: b.Addr().String()}
+	var attempts atomic.Int32
+	client.SetRouteHook(cc, func(string) error {
+		switch attempts.Add(1) % 4 {
+		case 1:
+			return redirect(here)
+		case 2:
+			return wire.NewError(wire.CodeShardUnavailable, "moving")
+		}
+		return nil
+	})
+	const batches = 12
+	for i := range batches {
+		res, err := p.Publish(ctx, st, [][]byte{[]byte(fmt.Sprint(i))}, nil)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		if !res.HasOffset || res.Offset != uint64(i) {
+			t.Fatalf("batch %d at offset %d (has %t), want %d", i, res.Offset, res.HasOffset, i)
+		}
+	}
+	c, err := cc.ClientFor(ctx, st, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := c.Read(ctx, st, 0, client.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Records) != batches {
+		t.Fatalf("%d records in the stream, want %d", len(page.Records), batches)
+	}
+	for i, r := range page.Records {
+		if string(r.Payload) != fmt.Sprint(i) {
+			t.Fatalf("record %d = %q", i, r.Payload)
+		}
+	}
+}

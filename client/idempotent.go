@@ -50,6 +50,9 @@ const DefaultAckTimeout = 10 * time.Second
 // API for publishes that need no idempotence. Durable streams only.
 type IdempotentProducer struct {
 	dial func(context.Context) (*Client, error)
+	// cc, when set (ClusterClient.NewIdempotentProducer), sends each
+	// attempt to its shard's owner, following redirects; dial is unused.
+	cc *ClusterClient
 	// AckTimeout bounds one attempt's wait for its answer (DefaultAckTimeout);
 	// set it before the first Publish.
 	AckTimeout time.Duration
@@ -146,11 +149,7 @@ func (p *IdempotentProducer) Publish(ctx context.Context, s Stream, payloads [][
 			return PublishResult{}, fmt.Errorf("client: the producer's earlier unanswered batch: %w", err)
 		}
 	}
-	c, err := p.clientLocked(ctx)
-	if err != nil {
-		return PublishResult{}, err
-	}
-	at, err := p.shardLocked(ctx, c, s, key)
+	at, err := p.shardLocked(ctx, s, key)
 	if err != nil {
 		return PublishResult{}, err
 	}
@@ -178,14 +177,11 @@ func (b *idemBatch) repeats(s Stream, key []byte, payloads [][]byte) bool {
 func (p *IdempotentProducer) sendLocked(ctx context.Context, b *idemBatch) (PublishResult, error) {
 	backoff := 20 * time.Millisecond
 	for {
-		c, err := p.clientLocked(ctx)
+		res, err := p.attempt(ctx, b)
 		if err == nil {
-			var res PublishResult
-			if res, err = p.attempt(ctx, c, b); err == nil {
-				p.mu.unsure = nil
-				p.mu.seqs[b.at] = b.seq + 1
-				return res, nil
-			}
+			p.mu.unsure = nil
+			p.mu.seqs[b.at] = b.seq + 1
+			return res, nil
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -208,12 +204,25 @@ func (p *IdempotentProducer) sendLocked(ctx context.Context, b *idemBatch) (Publ
 	}
 }
 
-// attempt sends b once and waits at most AckTimeout for its answer.
-func (p *IdempotentProducer) attempt(ctx context.Context, c *Client, b *idemBatch) (PublishResult, error) {
+// attempt sends b once (to the producer's client, or through the
+// ClusterClient to its shard's owner) and waits at most AckTimeout for its
+// answer.
+//
+// REQUIRES: p.mu is held.
+func (p *IdempotentProducer) attempt(ctx context.Context, b *idemBatch) (PublishResult, error) {
 	actx, cancel := context.WithTimeout(ctx, p.AckTimeout)
 	defer cancel()
 	o := PublishOptions{Ack: wire.AckPerBatch, Key: b.key, producer: &producerSeq{id: p.mu.id, seq: b.seq}}
-	res, err := c.PublishResult(actx, b.stream, b.payloads, o)
+	var res PublishResult
+	var err error
+	if p.cc != nil {
+		res, err = p.cc.PublishResult(actx, b.stream, b.payloads, o)
+	} else {
+		var c *Client
+		if c, err = p.clientLocked(actx); err == nil {
+			res, err = c.PublishResult(actx, b.stream, b.payloads, o)
+		}
+	}
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return res, errAttemptTimeout // ours, not the caller's: send again
 	}
@@ -294,7 +303,18 @@ func (p *IdempotentProducer) clientLocked(ctx context.Context) (*Client, error) 
 // stream's definition (asked once per stream).
 //
 // REQUIRES: p.mu is held.
-func (p *IdempotentProducer) shardLocked(ctx context.Context, c *Client, s Stream, key []byte) (shardOf, error) {
+func (p *IdempotentProducer) shardLocked(ctx context.Context, s Stream, key []byte) (shardOf, error) {
+	if p.cc != nil {
+		top, err := p.cc.ShardOwners(ctx, s)
+		if err != nil {
+			return shardOf{}, err
+		}
+		return shardOf{scope: p.cc.scope(s), shard: top.ShardFor(key)}, nil
+	}
+	c, err := p.clientLocked(ctx)
+	if err != nil {
+		return shardOf{}, err
+	}
 	scope := s.scope(c)
 	r, ok := p.mu.shards[scope]
 	if !ok {
@@ -310,6 +330,28 @@ func (p *IdempotentProducer) shardLocked(ctx context.Context, c *Client, s Strea
 		p.mu.shards[scope] = r
 	}
 	return shardOf{scope: scope, shard: r.routing.ShardFor(key, r.shards)}, nil
+}
+
+// NewIdempotentProducer asks any member for a producer id (ids are the
+// cluster's, so any member knows it) and returns a producer whose batches
+// go to their shard's owner: a batch refused as not_leader, or whose owner
+// was lost, is sent again with its sequence to the owner there is then,
+// and written once. Closing the producer leaves cc open.
+func (cc *ClusterClient) NewIdempotentProducer(ctx context.Context) (*IdempotentProducer, error) {
+	var id uint64
+	err := cc.any(ctx, func(_ string, c *Client) error {
+		var err error
+		id, err = c.InitProducer(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &IdempotentProducer{cc: cc, AckTimeout: DefaultAckTimeout, closing: make(chan struct{})}
+	p.mu.id = id
+	p.mu.shards = make(map[wire.Scope]shardRouting)
+	p.mu.seqs = make(map[shardOf]uint64)
+	return p, nil
 }
 
 // Close stops any retry under way, waits for the Publish in progress to
