@@ -15,7 +15,10 @@
 # brokers as separate processes on 127.0.0.1 (free ports), and runs, Felix
 # and NATS alternating (which goes first flips every run):
 #   core fanout    128 B and 1 KiB, fanout 1 and 10: felix bench (throughput
-#                  profile) vs nats bench sub + nats bench pub
+#                  profile) vs nats bench sub + nats bench pub, and the raw
+#                  quic-go ceiling (bench/quicraw: the same records, batched as
+#                  Felix batches events, written by one process to FANOUT
+#                  connections of another, with Felix's QUIC settings)
 #   latency        128 B at 1000 msg/s for LAT_DUR, fanout 1 and 10: felix
 #                  bench (latency profile) vs bench/natslat (same method)
 #   durable        acked 128 B publishing to a durable stream, no subscriber:
@@ -132,7 +135,7 @@ install_tool() { # BIN MODULE@VERSION
 install_tool nats-server "$NATS_SERVER_MOD"
 install_tool nats "$NATSCLI_MOD"
 log "building felix, bench/natslat and bench/chart"
-(cd "$ROOT" && go build -o "$TOOLS/felix" ./cmd/felix && go build -o "$TOOLS/chart" ./bench/chart)
+(cd "$ROOT" && go build -o "$TOOLS/felix" ./cmd/felix && go build -o "$TOOLS/chart" ./bench/chart && go build -o "$TOOLS/quicraw" ./bench/quicraw)
 (cd "$BENCH/natslat" && go build -o "$TOOLS/natslat" .)
 FELIX=$TOOLS/felix
 NATS=$TOOLS/nats
@@ -162,7 +165,8 @@ wait_until "nats-server (sync always) to listen" 20 grep -q 'Listening for clien
 NATS_SYNC_URL=nats://127.0.0.1:$(grep -o 'client connections on [0-9.]*:[0-9]*' "$WORK/nats-sync.log" | head -1 | sed 's/.*://')
 
 # start_felix NAME ARGS...: a felix broker on free ports; sets ${NAME}_ADDR,
-# ${NAME}_ADMIN and ${NAME}_CA.
+# ${NAME}_ADMIN, ${NAME}_CA and ${NAME}_TOKEN (its admin.token: the broker
+# needs a token since issue #10).
 start_felix() {
 	local name=$1
 	shift
@@ -173,6 +177,7 @@ start_felix() {
 	printf -v "${name}_ADDR" '%s' "$(tr -d '\n' <"$dir.addr")"
 	printf -v "${name}_ADMIN" '%s' "$(grep -o '"admin":"[^"]*"' "$WORK/$name.log" | head -1 | cut -d'"' -f4)"
 	printf -v "${name}_CA" '%s' "$dir/cert.pem"
+	printf -v "${name}_TOKEN" '%s' "$(tr -d '\n' <"$dir/admin.token")"
 }
 # LOSSLESS: block queues end to end, as the reference harness runs (no drops,
 # so every message is counted). DEFAULT: the broker's defaults (drop_new),
@@ -204,8 +209,8 @@ jget() { grep -o "\"$1\":[-0-9.e+]*" | head -1 | cut -d: -f2; }
 felix_bench() {
 	local b=$1 rc=0
 	shift
-	local addr=${b}_ADDR ca=${b}_CA
-	bounded "$FELIX" bench --broker "${!addr}" --ca "${!ca}" --json --quiet "$@" 2>"$WORK/felix-bench.err" || rc=$?
+	local addr=${b}_ADDR ca=${b}_CA token=${b}_TOKEN
+	bounded "$FELIX" bench --broker "${!addr}" --ca "${!ca}" --token "${!token}" --json --quiet "$@" 2>"$WORK/felix-bench.err" || rc=$?
 	if ((rc != 0)); then
 		log "  felix bench exited $rc: $(tr '\n' ' ' <"$WORK/felix-bench.err")"
 	fi
@@ -228,10 +233,32 @@ nats_core() {
 	grep -Eo 'subscriber (aggregated )?stats: [0-9,]+ msgs/sec' "$WORK/nsub.out" | head -1 | grep -Eo '[0-9,]+ msgs' | tr -d ', msg'
 }
 
+# quic_core SIZE COUNT FANOUT: the raw quic-go ceiling (bench/quicraw): a
+# server process writes COUNT records of SIZE, batched as Felix batches
+# events, to each of FANOUT client connections; prints deliveries/s.
+quic_core() {
+	local size=$1 n=$2 f=$3 srv rc=0
+	rm -f "$WORK/quicraw.addr"
+	bounded "$TOOLS/quicraw" serve --addr 127.0.0.1:0 --addr-file "$WORK/quicraw.addr" --count "$n" --size "$size" \
+		--conns "$f" >"$WORK/quicraw-serve.log" 2>&1 &
+	srv=$!
+	PIDS+=("$srv")
+	wait_until "quicraw to listen" 20 test -s "$WORK/quicraw.addr"
+	bounded "$TOOLS/quicraw" recv --addr "$(cat "$WORK/quicraw.addr")" --count "$n" --conns "$f" >"$WORK/quicraw.out" 2>&1 || rc=$?
+	wait "$srv" || rc=$?
+	if ((rc != 0)); then
+		log "  quicraw failed ($rc): $(tail -3 "$WORK/quicraw.out" "$WORK/quicraw-serve.log" | tr '\n' ' ')"
+		return
+	fi
+	jget deliveries_per_s <"$WORK/quicraw.out"
+}
+
 core() { # RUN SIZE COUNT FANOUT SYSTEM
 	local run=$1 size=$2 n=$3 f=$4 sys=$5 label
 	label="core $(human_size "$size"), fanout $f"
-	if [[ $sys == felix ]]; then
+	if [[ $sys == quic ]]; then
+		rec "$label" quic "$run" deliveries/s "$(quic_core "$size" "$n" "$f")"
+	elif [[ $sys == felix ]]; then
 		rec "$label" felix "$run" deliveries/s \
 			"$(felix_bench LOSSLESS --profile throughput --payload "$size" --count "$n" --fanout "$f" | jget deliveries_per_s)"
 	else
@@ -268,7 +295,7 @@ slow() { # RUN SYSTEM
 	local stream=slow-$run-$sys
 	if [[ $sys == felix ]]; then
 		base=$(healthy_felix "$stream-alone")
-		"$FELIX" sub --broker "$DEFAULT_ADDR" --ca "$DEFAULT_CA" --stream "$stream" >/dev/null 2>"$WORK/frozen.err" &
+		"$FELIX" sub --broker "$DEFAULT_ADDR" --ca "$DEFAULT_CA" --token "$DEFAULT_TOKEN" --stream "$stream" >/dev/null 2>"$WORK/frozen.err" &
 		frozen=$!
 		PIDS+=("$frozen")
 		wait_until "the frozen felix sub to subscribe" 20 grep -q '^subscribed$' "$WORK/frozen.err"
@@ -351,9 +378,13 @@ START=$(date +%s)
 for ((run = 1; run <= RUNS; run++)); do
 	log "run $run of $RUNS"
 	both "$run" core "$run" 128 "$CORE_N_128" 1
+	core "$run" 128 "$CORE_N_128" 1 quic
 	both "$run" core "$run" 128 "$CORE_N_128" 10
+	core "$run" 128 "$CORE_N_128" 10 quic
 	both "$run" core "$run" 1024 "$CORE_N_1K" 1
+	core "$run" 1024 "$CORE_N_1K" 1 quic
 	both "$run" core "$run" 1024 "$CORE_N_1K" 10
+	core "$run" 1024 "$CORE_N_1K" 10 quic
 	both "$run" latency "$run" 1
 	both "$run" latency "$run" 10
 	both "$run" slow "$run"
@@ -400,8 +431,8 @@ SUMMARY=$WORK/summary.tsv
 : >"$SUMMARY"
 TABLE=$WORK/table.md
 {
-	echo "| Scenario | Metric | Felix (median) | NATS (median) | Felix / NATS | Felix runs | NATS runs |"
-	echo "|---|---|---|---|---|---|---|"
+	echo "| Scenario | Metric | Felix (median) | NATS (median) | Felix / NATS | raw quic-go (median) | Felix / quic-go | Felix runs | NATS runs |"
+	echo "|---|---|---|---|---|---|---|---|---|"
 } >"$TABLE"
 while IFS=$'\t' read -r scenario metric; do
 	unit=$(unit_of "$metric")
@@ -415,7 +446,15 @@ while IFS=$'\t' read -r scenario metric; do
 	shown=$ratio
 	[[ $ratio != NA ]] && shown="${ratio}×"
 	[[ $ratio == NA ]] && shown="n/a"
-	echo "| $scenario | $metric | $(fmt "$fm" "$unit") | $(fmt "$nm" "$unit") | $shown | $(runs_list "$scenario" "$metric" felix "$unit") | $(runs_list "$scenario" "$metric" nats "$unit") |" >>"$TABLE"
+	# The raw quic-go ceiling, for the core rows: what share of it Felix moves.
+	# (grep in median finds nothing on the other rows: not a failure here.)
+	qm=$(values "$scenario" "$metric" quic | median || true)
+	qm=${qm:-NA}
+	qshare=n/a
+	if [[ $fm != NA && $qm != NA ]]; then
+		qshare=$(awk -v a="$fm" -v b="$qm" 'BEGIN { if (b != 0) printf "%.0f%%", 100 * a / b; else print "n/a" }')
+	fi
+	echo "| $scenario | $metric | $(fmt "$fm" "$unit") | $(fmt "$nm" "$unit") | $shown | $(fmt "$qm" "$unit") | $qshare | $(runs_list "$scenario" "$metric" felix "$unit") | $(runs_list "$scenario" "$metric" nats "$unit") |" >>"$TABLE"
 done < <(awk -F'\t' '!seen[$1 FS $4]++ { print $1 "\t" $4 }' "$RAW")
 
 CMD="bench/compare.sh -n $RUNS"
@@ -435,6 +474,7 @@ CMD="bench/compare.sh -n $RUNS"
 	cat "$TABLE"
 	echo
 	echo "Felix / NATS: above 1 means Felix delivered more (throughput, healthy share) or took longer (latency)."
+	echo "Felix / quic-go: Felix's deliveries as a share of what quic-go alone moves (bench/quicraw), its ceiling."
 	echo "Throughput: Felix is acked per batch of 64 (4 batches in flight), block queues, lossless and checked"
 	echo "(unaccounted 0); NATS core is unacked. Latency: publish call to delivery, same method on both"
 	echo "(timestamp in the payload, one process); Felix waits for each message's ack, NATS has none."

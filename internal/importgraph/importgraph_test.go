@@ -78,6 +78,8 @@ var layers = []struct {
 		"the CLI runs a broker or a client, never the actors directly"},
 	{"examples/embed", []string{"actors", "auth", "broker", "client", "config", "transport"},
 		"an example uses only what a program outside this module can import: nothing under internal/"},
+	{"bench/quicraw", []string{"internal/quicconf"},
+		"the raw quic-go ceiling uses Felix's QUIC settings and nothing else of Felix"},
 	{"bench/chart", nil,
 		"the chart tool reads result files only"},
 	{"bench/soak", []string{"client", "internal/quicconf", "wire"},
