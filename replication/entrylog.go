@@ -16,7 +16,8 @@ import (
 type EntryLog interface {
 	// AppendEntry appends one entry at the log's next offset. meta.Index is
 	// the last entry's index plus one. An EntryRecords entry takes
-	// len(records) offsets; any other kind takes none.
+	// len(records) offsets and now is its append time; any other kind takes
+	// no offset and carries no time (Storage passes the zero time).
 	AppendEntry(meta EntryMeta, records [][]byte, now time.Time, stamp *Stamp) (persistence.Appended, error)
 	// TruncateEntries removes the entries whose Index is at least index, and
 	// their records. It refuses to remove an entry at or below the floor.
