@@ -38,6 +38,8 @@ var layers = []struct {
 		"the bbolt store of stream definitions: the broker adapts it for the registry"},
 	{"persistence", nil,
 		"the log knows no actors and no wire: a shard reaches it through streams.Log, which broker/durable.go adapts"},
+	{"replication", []string{"persistence"},
+		"raft over a shard's log, which is raft's log: it uses persistence's types and reaches the log through its own EntryLog; it knows no actor, stream or wire, and the shard will drive its Replica"},
 	{"metrics", []string{"actors"},
 		"the collector reads live mailbox depths from actors.Directory"},
 	{"lanes", []string{"actors", "wire"},

@@ -1,0 +1,400 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Replica is one replica of one shard's raft group: it drives a
+// raft.RawNode over its Storage. The group's leader is the shard's owner;
+// only it proposes.
+//
+// A Replica is not safe for concurrent use. One owner (the shard actor)
+// calls every method: Tick on a timer, Step for each message from a peer,
+// Propose to append, and Ready until HasReady is false after each of these.
+type Replica struct {
+	rn      *raft.RawNode
+	storage *Storage
+	now     func() time.Time
+	// lastTime is the latest time this replica proposed; with the log's
+	// own (Storage.lastTime) it keeps append times from going back.
+	lastTime time.Time
+	// refusedSnapshots are the peers whose snapshot this Ready dropped;
+	// raft is told after Advance, so it probes them again later.
+	refusedSnapshots []uint64
+	snapshotsRefused uint64 // since the Replica started, for Status
+	// err is the error a Ready returned. raft's state is then ahead of what
+	// was persisted, so the Replica refuses everything from then on.
+	err error
+}
+
+// raft's settings for every group. The owner ticks every 100 ms.
+const (
+	// A follower that hears nothing from the leader for electionTicks to
+	// 2×electionTicks ticks (raft randomizes in between), 1 s to 2 s,
+	// campaigns; the leader sends a heartbeat every tick, so a follower
+	// campaigns only after ten heartbeats in a row went missing.
+	electionTicks  = 10
+	heartbeatTicks = 1
+	// maxSizePerMsg is 1 MiB of entries per append message: the most a
+	// shard appends at once, so one message carries a full append.
+	maxSizePerMsg = 1 << 20
+	// maxInflightMsgs and maxInflightBytes bound the appends sent to one
+	// follower and not yet acknowledged. etcd sends up to 512 messages of
+	// 1 MiB; half the count and a 32 MiB cap keep a slow follower from
+	// pinning more than that of the leader's memory.
+	maxInflightMsgs  = 256
+	maxInflightBytes = 32 << 20
+	// maxUncommittedBytes is how much a leader holds uncommitted before
+	// refusing proposals (raft.ErrProposalDropped): a leader cut off from
+	// its quorum keeps accepting until CheckQuorum steps it down, up to an
+	// election timeout later, and must not buffer without bound meanwhile.
+	maxUncommittedBytes = 64 << 20
+)
+
+// Config configures a Replica. ID and Storage are required.
+type Config struct {
+	// ID is the replica's id in its group: not zero, and never reused by
+	// another replica of the same group.
+	ID uint64
+	// Storage is the replica's log and raft.state.
+	Storage *Storage
+	// Peers are the replicas of a new group, this one included. They are
+	// used only when Storage is empty (no entry, no HardState); a replica
+	// with a non-empty Storage restarts from it and ignores them. Nil with
+	// an empty Storage: the replica waits for a group that adds it.
+	Peers []raft.Peer
+	// Now is the clock that stamps proposals with their append time. Nil
+	// means time.Now.
+	Now func() time.Time
+	// Log receives raft's log lines. The zero Logger discards them.
+	Log zerolog.Logger
+}
+
+// Committed is one committed entry, handed to the application in index
+// order by Ready. Every replica hands over the same entries with the same
+// Base.
+type Committed struct {
+	Kind        EntryKind
+	Index, Term uint64
+	// Base is the offset of the first record: the entry's records are at
+	// offsets Base to Base+len(Records)-1 in every replica's log. For an
+	// entry without records, the offset the next record will take.
+	Base  uint64
+	Time  time.Time // the append time, for EntryRecords
+	Stamp *Stamp    // the producer's stamp, if the batch has one
+	// Records alias raft's copy of the entry: read them, do not modify
+	// them.
+	Records [][]byte
+}
+
+// Status is a replica's view of its group.
+type Status struct {
+	ID     uint64
+	State  raft.StateType
+	Leader uint64 // 0: none known
+	Term   uint64
+	// Commit is the highest index known committed, Applied the highest
+	// handed to the application, LastIndex the last in this replica's log.
+	Commit, Applied, LastIndex uint64
+	// Match is, on the leader, the highest index known to be in each
+	// replica's log, the leader's own included: a follower's lag is
+	// LastIndex minus its Match. Nil on any other replica.
+	Match map[uint64]uint64
+	// SnapshotsRefused counts the snapshots this replica, as leader, would
+	// have sent since it started: each means a follower is behind the
+	// compaction point and cannot catch up until snapshots carry records.
+	SnapshotsRefused uint64
+}
+
+// NewReplica starts a replica over cfg.Storage: a new group's first replica
+// when the storage is empty and cfg.Peers are given, otherwise a restart
+// from what the storage holds.
+func NewReplica(cfg Config) (*Replica, error) {
+	if cfg.Storage == nil {
+		return nil, errors.New("replication: Config.Storage is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:                        cfg.ID,
+		ElectionTick:              electionTicks,
+		HeartbeatTick:             heartbeatTicks,
+		Storage:                   cfg.Storage,
+		MaxSizePerMsg:             maxSizePerMsg,
+		MaxInflightMsgs:           maxInflightMsgs,
+		MaxInflightBytes:          maxInflightBytes,
+		MaxUncommittedEntriesSize: maxUncommittedBytes,
+		// A leader that no longer hears from a quorum steps down, so a
+		// partitioned owner stops accepting appends; PreVote keeps a
+		// replica that was cut off from raising the term, and deposing a
+		// healthy leader, when it comes back.
+		CheckQuorum: true,
+		PreVote:     true,
+		// Only the owner appends: a follower refuses a proposal with the
+		// leader's id instead of forwarding it, so the caller can redirect
+		// the producer.
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+		Logger:                    raftLogger{log: cfg.Log.With().Uint64("replica", cfg.ID).Logger()},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replication: start replica %d: %w", cfg.ID, err)
+	}
+	if cfg.Storage.empty() && len(cfg.Peers) > 0 {
+		// Bootstrap writes the peers as conf change entries 1 to n, the same
+		// on every replica of the group: the log holds its membership.
+		if err := rn.Bootstrap(cfg.Peers); err != nil {
+			return nil, fmt.Errorf("replication: bootstrap replica %d: %w", cfg.ID, err)
+		}
+	}
+	return &Replica{rn: rn, storage: cfg.Storage, now: cfg.Now}, nil
+}
+
+// Propose appends records, with the producer's stamp if any, as one entry.
+// It returns once raft has the entry, which is not yet committed: Ready
+// hands it to apply when it is. Only the leader proposes; any other replica
+// returns *ErrNotLeader. A leader may still drop a proposal
+// (raft.ErrProposalDropped: a leadership transfer is under way, or too much
+// is uncommitted).
+func (r *Replica) Propose(records [][]byte, stamp *Stamp) error {
+	if r.err != nil {
+		return r.err
+	}
+	if st := r.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+		return &ErrNotLeader{Leader: st.Lead}
+	}
+	t := r.appendTime()
+	data, err := EncodeRecords(nil, Batch{Time: t, Stamp: stamp, Records: records})
+	if err != nil {
+		return err
+	}
+	if err := r.rn.Propose(data); err != nil {
+		return fmt.Errorf("replication: propose: %w", err)
+	}
+	r.lastTime = t
+	return nil
+}
+
+// appendTime is now to the microsecond the log keeps, but never before a
+// time already in the log or proposed: the log would raise it, and then
+// the time stored would differ from the time in the entry.
+func (r *Replica) appendTime() time.Time {
+	t := time.UnixMicro(r.now().UnixMicro())
+	if last := laterOf(r.lastTime, r.storage.lastTime); t.Before(last) {
+		return last
+	}
+	return t
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Tick advances raft's logical clock by one tick.
+func (r *Replica) Tick() {
+	if r.err == nil {
+		r.rn.Tick()
+	}
+}
+
+// Step hands raft a message from a peer. Snapshot messages are refused
+// (ErrSnapshotUnsupported).
+func (r *Replica) Step(m raftpb.Message) error {
+	if r.err != nil {
+		return r.err
+	}
+	if m.Type == raftpb.MsgSnap {
+		return ErrSnapshotUnsupported
+	}
+	if err := r.rn.Step(m); err != nil {
+		return fmt.Errorf("replication: step %v from %d: %w", m.Type, m.From, err)
+	}
+	return nil
+}
+
+// HasReady reports whether Ready has work.
+func (r *Replica) HasReady() bool { return r.err == nil && r.rn.HasReady() }
+
+// Ready processes one raft Ready, in the order raft's README requires:
+//
+//  1. persist: the new entries (truncating a conflicting tail) and make
+//     them durable, then the HardState. Entries go first because the
+//     HardState's commit index may point into them; a durable commit index
+//     beyond the log would stop raft from starting again.
+//  2. send the messages. Only now: a vote or an append acknowledgement
+//     promises that the vote or the entries are on disk.
+//  3. apply the committed entries in index order: a conf change first to
+//     raft (and the ConfState it returns to raft.state), then every entry
+//     to apply.
+//  4. Advance.
+//
+// Sending before persisting, as the leader may (Raft thesis 10.2.1), would
+// save the leader its fsync's latency; it needs the messages that must wait
+// told apart from the ones that need not, and is left for when the latency
+// shows.
+//
+// The HardState is written whenever raft reports a change, a commit index
+// that merely moved included, and each write costs two fsyncs. raft only
+// needs the term and vote durable before sending (Ready.MustSync); writing
+// commit-only changes lazily is a saving to measure first.
+//
+// send must serialise the messages before it returns (raft's README:
+// marshalling is not safe once later entries are persisted) and must not
+// modify them; apply must not modify the records. An error leaves raft
+// ahead of storage: the Replica returns it from then on, and its owner must
+// drop it and start a new one from the Storage, reopened.
+func (r *Replica) Ready(send func([]raftpb.Message), apply func(Committed)) error {
+	if r.err != nil {
+		return r.err
+	}
+	if !r.rn.HasReady() {
+		return nil
+	}
+	rd := r.rn.Ready()
+	if err := r.handleReady(rd, send, apply); err != nil {
+		r.err = err
+		return err
+	}
+	r.rn.Advance(rd)
+	r.reportRefusedSnapshots()
+	return nil
+}
+
+func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply func(Committed)) error {
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		// Step refuses MsgSnap, so raft cannot have one to install.
+		return fmt.Errorf("%w: raft has one to install at index %d", ErrSnapshotUnsupported, rd.Snapshot.Metadata.Index)
+	}
+	if err := r.storage.Append(rd.Entries); err != nil {
+		return err
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := r.storage.SetHardState(rd.HardState); err != nil {
+			return err
+		}
+	}
+	if msgs := r.withoutSnapshots(rd.Messages); len(msgs) > 0 {
+		send(msgs)
+	}
+	for _, e := range rd.CommittedEntries {
+		if err := r.applyEntry(e, apply); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withoutSnapshots drops the snapshots among msgs: a snapshot without the
+// records below it would leave the follower's log with a hole, and the
+// follower would refuse it anyway (Step).
+func (r *Replica) withoutSnapshots(msgs []raftpb.Message) []raftpb.Message {
+	if !slices.ContainsFunc(msgs, isSnapshot) {
+		return msgs
+	}
+	kept := make([]raftpb.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if isSnapshot(m) {
+			r.refusedSnapshots = append(r.refusedSnapshots, m.To)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	return kept
+}
+
+func isSnapshot(m raftpb.Message) bool { return m.Type == raftpb.MsgSnap }
+
+// reportRefusedSnapshots tells raft the snapshots it wanted sent failed, so
+// it moves those followers back to probing instead of waiting for ever.
+func (r *Replica) reportRefusedSnapshots() {
+	for _, to := range r.refusedSnapshots {
+		r.rn.ReportSnapshot(to, raft.SnapshotFailure)
+		r.snapshotsRefused++
+	}
+	r.refusedSnapshots = r.refusedSnapshots[:0]
+}
+
+func (r *Replica) applyEntry(e raftpb.Entry, apply func(Committed)) error {
+	base, ok := r.storage.base(e.Index)
+	if !ok {
+		return fmt.Errorf("%w: committed entry %d is not in the window", ErrLogMismatch, e.Index)
+	}
+	meta, b, err := toLogEntry(e)
+	if err != nil {
+		return err
+	}
+	switch meta.Kind {
+	case EntryConfChange:
+		var cc raftpb.ConfChange
+		if err := cc.Unmarshal(meta.Control); err != nil {
+			return fmt.Errorf("replication: conf change in entry %d: %w", e.Index, err)
+		}
+		err = r.applyConfChange(cc)
+	case EntryConfChangeV2:
+		var cc raftpb.ConfChangeV2
+		if err := cc.Unmarshal(meta.Control); err != nil {
+			return fmt.Errorf("replication: conf change in entry %d: %w", e.Index, err)
+		}
+		err = r.applyConfChange(cc)
+	}
+	if err != nil {
+		return err
+	}
+	apply(Committed{
+		Kind: meta.Kind, Index: e.Index, Term: e.Term, Base: base,
+		Time: b.Time, Stamp: b.Stamp, Records: b.Records,
+	})
+	return nil
+}
+
+func (r *Replica) applyConfChange(cc raftpb.ConfChangeI) error {
+	return r.storage.SetConfState(*r.rn.ApplyConfChange(cc))
+}
+
+// Status returns the replica's view of its group.
+func (r *Replica) Status() Status {
+	st := r.rn.Status()
+	last, _ := r.storage.LastIndex()
+	s := Status{
+		ID: st.ID, State: st.RaftState, Leader: st.Lead, Term: st.Term,
+		Commit: st.Commit, Applied: st.Applied, LastIndex: last,
+		SnapshotsRefused: r.snapshotsRefused,
+	}
+	if st.RaftState == raft.StateLeader {
+		s.Match = make(map[uint64]uint64, len(st.Progress))
+		for id, pr := range st.Progress {
+			s.Match[id] = pr.Match
+		}
+	}
+	return s
+}
+
+// Campaign makes the replica campaign to become leader now, rather than
+// after an election timeout. raft ignores it while committed conf changes
+// are not applied yet: on a new group, until the first Ready.
+func (r *Replica) Campaign() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.rn.Campaign()
+}
+
+// TransferLeadership asks the leader to hand leadership to replica to,
+// which campaigns as soon as its log is caught up. Only the leader acts on
+// it; raft drops proposals while the transfer is under way.
+func (r *Replica) TransferLeadership(to uint64) {
+	if r.err == nil {
+		r.rn.TransferLeader(to)
+	}
+}

@@ -1,0 +1,379 @@
+package replication
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// electionLimit is the most ticks a follower waits without hearing from a
+// leader before it campaigns: raft randomizes the timeout in
+// [electionTicks, 2×electionTicks).
+const electionLimit = 2 * electionTicks
+
+// TestProposeReplicatesToEveryReplica: what the leader proposes, every
+// replica applies, as the same entries at the same offsets.
+func TestProposeReplicatesToEveryReplica(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a")
+	c.propose(1, "b", "c")
+	stamp := &Stamp{Producer: 9, Sequence: 4, Digest: 0xFEED}
+	if err := c.replica(1).Propose(toRecords([]string{"d", "e", "f"}), stamp); err != nil {
+		t.Fatal(err)
+	}
+	c.settle()
+
+	if got, want := c.committedRecords(), []string{"a", "b", "c", "d", "e", "f"}; !slices.Equal(got, want) {
+		t.Errorf("committed records %q, want %q", got, want)
+	}
+	var bases []uint64
+	for i := uint64(1); i <= uint64(len(c.committed)); i++ {
+		if e := c.committed[i]; e.Kind == EntryRecords {
+			bases = append(bases, e.Base)
+		}
+	}
+	if want := []uint64{0, 1, 3}; !slices.Equal(bases, want) {
+		t.Errorf("the record entries' base offsets are %v, want %v", bases, want)
+	}
+	last := c.committed[uint64(len(c.committed))]
+	if !reflect.DeepEqual(last.Stamp, stamp) {
+		t.Errorf("the last entry's stamp is %+v, want %+v", last.Stamp, stamp)
+	}
+	st := c.replica(1).Status()
+	for _, id := range c.ids {
+		if n := c.nodes[id]; n.applied != st.Commit || st.Match[id] != st.LastIndex {
+			t.Errorf("replica %d applied %d, matched %d; want the commit index %d and the last index %d", id, n.applied, st.Match[id], st.Commit, st.LastIndex)
+		}
+	}
+	c.requireConverged()
+}
+
+func TestProposeOnAFollowerNamesTheLeader(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.replica(2).Propose(toRecords([]string{"x"}), nil); !isNotLeader(err, 0) {
+		t.Errorf("Propose before any election: %v, want *ErrNotLeader naming no leader", err)
+	}
+	c.elect(1)
+	if err := c.replica(2).Propose(toRecords([]string{"x"}), nil); !isNotLeader(err, 1) {
+		t.Errorf("Propose on a follower: %v, want *ErrNotLeader naming replica 1", err)
+	}
+	if err := c.replica(1).Propose(nil, nil); !errors.Is(err, ErrNoRecords) {
+		t.Errorf("Propose without records: %v, want ErrNoRecords", err)
+	}
+}
+
+func isNotLeader(err error, leader uint64) bool {
+	var notLeader *ErrNotLeader
+	return errors.As(err, &notLeader) && notLeader.Leader == leader
+}
+
+// TestLeaderFailover: the leader dies; another is elected within the
+// election timeout and takes proposals; the old leader restarts from its
+// disk, catches up without disturbing the new leader, and every log ends
+// the same.
+func TestLeaderFailover(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a", "b")
+	c.propose(1, "c")
+
+	c.kill(1)
+	took := c.tickUntil(electionLimit, "a new leader", func() bool { return c.leader() != 0 })
+	t.Logf("replica %d elected %d ticks after the leader died", c.leader(), took)
+	lead := c.leader()
+	c.propose(lead, "d")
+	c.propose(lead, "e", "f")
+	term := c.replica(lead).Status().Term
+
+	c.restart(1)
+	c.tickUntil(3, "replica 1 catches up", func() bool { return c.nodes[1].applied == c.replica(lead).Status().Commit })
+	c.propose(lead, "g")
+	if st := c.replica(lead).Status(); st.Term != term || c.leader() != lead {
+		t.Errorf("after replica 1 rejoined: leader %d at term %d, want %d at term %d", c.leader(), st.Term, lead, term)
+	}
+	if got, want := c.committedRecords(), []string{"a", "b", "c", "d", "e", "f", "g"}; !slices.Equal(got, want) {
+		t.Errorf("committed records %q, want %q", got, want)
+	}
+	c.requireConverged()
+}
+
+// TestConflictingTailIsReplaced: a leader cut off from its group appends
+// entries nobody else has; the others elect a new leader and go on; when
+// the old leader rejoins, its uncommitted tail is replaced by the new
+// leader's log, offsets included, and nothing committed changes.
+func TestConflictingTailIsReplaced(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a")
+
+	c.partition([]uint64{1}, []uint64{2, 3})
+	c.propose(1, "lost1")
+	c.propose(1, "lost2", "lost3")
+	if got := c.nodes[1].log.next; got != 4 {
+		t.Fatalf("replica 1's log is at offset %d after appending alone, want 4", got)
+	}
+	c.tickUntil(electionLimit, "a leader among 2 and 3", func() bool { return c.leader() == 2 || c.leader() == 3 })
+	lead := c.leader()
+	c.propose(lead, "b")
+	c.propose(lead, "c", "d")
+	c.tickUntil(electionLimit, "replica 1 steps down", func() bool { return c.replica(1).Status().State != raft.StateLeader })
+
+	c.heal()
+	c.tickUntil(3, "replica 1 catches up", func() bool { return c.nodes[1].applied == c.replica(lead).Status().Commit })
+	if got, want := c.committedRecords(), []string{"a", "b", "c", "d"}; !slices.Equal(got, want) {
+		t.Errorf("committed records %q, want %q", got, want)
+	}
+	c.requireConverged()
+	for _, e := range c.nodes[1].log.entries {
+		for _, r := range e.Records {
+			if strings.HasPrefix(string(r), "lost") {
+				t.Errorf("replica 1's log still holds %q at index %d", r, e.Index)
+			}
+		}
+	}
+}
+
+// TestPartitionedLeaderCommitsNothing: a leader in a minority appends but
+// commits nothing, steps down within an election timeout (CheckQuorum), and
+// then refuses proposals.
+func TestPartitionedLeaderCommitsNothing(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a")
+	commit := c.replica(1).Status().Commit
+
+	c.partition([]uint64{1}, []uint64{2, 3})
+	c.propose(1, "alone")
+	for range electionTicks / 2 {
+		c.tick()
+	}
+	if st := c.replica(1).Status(); st.State != raft.StateLeader || st.Commit != commit || st.LastIndex != commit+1 {
+		t.Errorf("cut-off leader: state %v, commit %d, last index %d; want still leader, commit %d, last index %d", st.State, st.Commit, st.LastIndex, commit, commit+1)
+	}
+	c.tickUntil(electionLimit, "replica 1 steps down", func() bool { return c.replica(1).Status().State != raft.StateLeader })
+	if err := c.replica(1).Propose(toRecords([]string{"late"}), nil); !errors.As(err, new(*ErrNotLeader)) {
+		t.Errorf("Propose after stepping down: %v, want *ErrNotLeader", err)
+	}
+	if got := c.committedRecords(); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("committed records %q, want only a", got)
+	}
+
+	c.heal()
+	c.tickUntil(electionLimit, "a leader", func() bool { return c.leader() != 0 })
+	c.propose(c.leader(), "b")
+	c.tickUntil(3, "every replica applies b", func() bool {
+		return c.nodes[1].applied == c.replica(c.leader()).Status().Commit
+	})
+	if got := c.committedRecords(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("committed records %q, want a, b", got)
+	}
+	c.requireConverged()
+}
+
+// TestLaggingFollowerCatchesUp: a follower behind a lossy, then a slow,
+// link does not hold the group back, shows as lagging in the leader's
+// Status, and catches up once its link recovers.
+func TestLaggingFollowerCatchesUp(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a")
+
+	c.net.drop[link{from: 1, to: 3}] = true
+	c.propose(1, "b")
+	c.propose(1, "c")
+	st := c.replica(1).Status()
+	if st.Commit != st.LastIndex || st.Match[3] >= st.LastIndex {
+		t.Errorf("with 1→3 down: commit %d, replica 3 matched %d; want the group to commit the last index %d without 3, and 3 behind", st.Commit, st.Match[3], st.LastIndex)
+	}
+
+	delete(c.net.drop, link{from: 1, to: 3})
+	c.net.delay[link{from: 1, to: 3}] = 3
+	c.propose(1, "d")
+	if got := c.committedRecords(); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Errorf("committed records %q with a slow follower, want a to d", got)
+	}
+	c.tickUntil(3*electionTicks, "replica 3 catches up", func() bool { return c.nodes[3].applied == c.replica(1).Status().Commit })
+	c.requireConverged()
+}
+
+// TestRestartFromStorageAlone: a replica's storage opened again over its
+// disk reproduces InitialState, FirstIndex, LastIndex and the entries; the
+// replica restarted on it applies the same entries again and goes on.
+func TestRestartFromStorageAlone(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a", "b")
+	c.propose(1, "c")
+
+	before := map[uint64]storageView{}
+	for _, id := range c.ids {
+		before[id] = viewOf(t, c.replica(id).storage)
+	}
+	for _, id := range c.ids {
+		c.kill(id)
+	}
+	for _, id := range c.ids {
+		st, err := OpenStorage(c.nodes[id].log, c.nodes[id].dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := viewOf(t, st); !reflect.DeepEqual(got, before[id]) {
+			t.Errorf("replica %d's storage reopened:\n%+v\nbefore:\n%+v", id, got, before[id])
+		}
+	}
+
+	c.restart(1)
+	c.start(2, []raft.Peer{{ID: 1}, {ID: 2}, {ID: 3}}) // ignored: the storage is not empty
+	c.restart(3)
+	c.settle()
+	c.tickUntil(electionLimit, "a leader after a full restart", func() bool { return c.leader() != 0 })
+	c.propose(c.leader(), "d")
+	c.settle()
+	if got := c.committedRecords(); !slices.Equal(got, []string{"a", "b", "c", "d"}) {
+		t.Errorf("committed records %q, want a to d", got)
+	}
+	c.requireConverged()
+}
+
+type storageView struct {
+	hs          raftpb.HardState
+	cs          raftpb.ConfState
+	first, last uint64
+	entries     []raftpb.Entry
+}
+
+func viewOf(t *testing.T, s *Storage) storageView {
+	t.Helper()
+	hs, cs, err := s.InitialState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	ents, err := s.Entries(first, last+1, noLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return storageView{hs: hs, cs: cs, first: first, last: last, entries: ents}
+}
+
+// TestSnapshotsAreNeitherSentNorInstalled: a follower behind the leader's
+// compaction point would need a snapshot with the records below it, which
+// does not exist yet; the leader does not send the metadata-only one and
+// a follower refuses one.
+func TestSnapshotsAreNeitherSentNorInstalled(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a")
+	c.kill(3)
+	c.propose(1, "b")
+	c.propose(1, "c")
+	commit := c.replica(1).Status().Commit
+	if err := c.replica(1).storage.Compact(commit); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(3)
+	for range electionTicks {
+		c.tick() // the cluster's sender fails the test on a MsgSnap
+	}
+	if st := c.replica(1).Status(); st.Match[3] >= commit || st.SnapshotsRefused == 0 {
+		t.Errorf("replica 3 matched %d, compaction point %d, %d snapshots refused; want 3 behind the point and the leader refusing to send it snapshots", st.Match[3], commit, st.SnapshotsRefused)
+	}
+	snap, err := c.replica(1).storage.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := raftpb.Message{Type: raftpb.MsgSnap, From: 1, To: 3, Term: c.replica(1).Status().Term, Snapshot: &snap}
+	if err := c.replica(3).Step(msg); !errors.Is(err, ErrSnapshotUnsupported) {
+		t.Errorf("Step(MsgSnap): %v, want ErrSnapshotUnsupported", err)
+	}
+}
+
+func TestTransferLeadership(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a")
+	c.replica(1).TransferLeadership(2)
+	c.settle()
+	if lead := c.leader(); lead != 2 {
+		t.Fatalf("leader %d after transferring to 2", lead)
+	}
+	if err := c.replica(1).Propose(toRecords([]string{"x"}), nil); !isNotLeader(err, 2) {
+		t.Errorf("Propose on the old leader: %v, want *ErrNotLeader naming 2", err)
+	}
+	c.propose(2, "b")
+	c.requireConverged()
+}
+
+// failingLog is a log whose Sync fails once fail is set, as a full disk
+// would make it.
+type failingLog struct {
+	*memLog
+	fail bool
+}
+
+var errDiskFull = errors.New("disk full")
+
+func (l *failingLog) Sync() error {
+	if l.fail {
+		return errDiskFull
+	}
+	return l.memLog.Sync()
+}
+
+// TestReadyErrorStopsTheReplica: when persisting fails, raft is ahead of
+// the disk; the replica sends nothing of that Ready and refuses everything
+// from then on.
+func TestReadyErrorStopsTheReplica(t *testing.T) {
+	l := &failingLog{memLog: newMemLog()}
+	st, err := OpenStorage(l, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReplica(Config{ID: 1, Storage: st, Peers: []raft.Peer{{ID: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied []Committed
+	readyAll := func() error {
+		for r.HasReady() {
+			if err := r.Ready(func([]raftpb.Message) {}, func(c Committed) { applied = append(applied, c) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := readyAll(); err != nil { // applies the bootstrap's conf change
+		t.Fatal(err)
+	}
+	if err := r.Campaign(); err != nil {
+		t.Fatal(err)
+	}
+	if err := readyAll(); err != nil {
+		t.Fatal(err)
+	}
+	l.fail = true
+	if err := r.Propose(toRecords([]string{"x"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := readyAll(); !errors.Is(err, errDiskFull) {
+		t.Fatalf("Ready with a failing disk: %v, want errDiskFull", err)
+	}
+	for _, c := range applied {
+		if c.Kind == EntryRecords {
+			t.Errorf("entry %d was applied although it is not durable", c.Index)
+		}
+	}
+	if err := r.Propose(toRecords([]string{"y"}), nil); !errors.Is(err, errDiskFull) {
+		t.Errorf("Propose after a failed Ready: %v, want errDiskFull", err)
+	}
+	if err := r.Ready(nil, nil); !errors.Is(err, errDiskFull) || r.HasReady() {
+		t.Errorf("Ready after a failed Ready: %v, HasReady %v; want errDiskFull, false", err, r.HasReady())
+	}
+}

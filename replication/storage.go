@@ -1,0 +1,336 @@
+package replication
+
+import (
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Storage is raft's storage for one replica of a shard: the entries are the
+// shard's log (an EntryLog), the HardState and ConfState live in a small
+// raft.state file next to it. It implements raft.Storage and adds the writes
+// raft leaves to its application: Append, SetHardState, SetConfState and
+// Compact.
+//
+// Storage is not safe for concurrent use: the Replica that owns it, and the
+// raft.RawNode inside that Replica, call it from the owner's goroutine.
+type Storage struct {
+	log EntryLog
+	dir string
+	hs  raftpb.HardState
+	cs  raftpb.ConfState
+	w   window
+	// lastTime is the latest append time in the log, or later: a new leader
+	// stamps its proposals no earlier, so that the log never has to raise a
+	// time and every replica stores the time the leader proposed. A
+	// truncated tail may leave it too late, which only delays a time by the
+	// difference.
+	lastTime time.Time
+}
+
+var _ raft.Storage = (*Storage)(nil)
+
+// entriesReadChunk bounds one ReadEntries call in Entries. raft may ask for
+// entries without a size limit (it does when it looks for pending conf
+// changes before campaigning), and ReadEntries only stops at a byte limit,
+// so without a chunk a read of a few entries could read the whole log.
+const entriesReadChunk = 1 << 20
+
+// OpenStorage opens the storage of a replica whose entries are in log and
+// whose raft.state is (or will be) in dir. It rebuilds the window of
+// entries from the log's headers; a log without entries and a dir without
+// raft.state are a new replica.
+//
+// A raft.state that is missing while the log holds entries is not an error:
+// entries are made durable before the HardState, and no message that
+// depends on that HardState has been sent (see Replica.Ready), so a crash
+// in between lost nothing anyone relies on.
+func OpenStorage(log EntryLog, dir string) (*Storage, error) {
+	hs, cs, _, err := readState(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Storage{log: log, dir: dir, hs: hs, cs: cs, w: newWindow(0, 0, log.StartOffset())}
+	if err := s.rebuildWindow(); err != nil {
+		return nil, err
+	}
+	// raft panics on a commit index outside its log; say why instead.
+	if hs.Commit > s.w.lastIndex() || (!raft.IsEmptyHardState(hs) && hs.Commit < s.w.first) {
+		return nil, fmt.Errorf("%w: %s commits index %d, the log holds [%d, %d]",
+			ErrLogMismatch, stateName, hs.Commit, s.w.first, s.w.lastIndex())
+	}
+	log.SetEntryFloor(hs.Commit)
+	return s, nil
+}
+
+// rebuildWindow reads every entry header in the log. When the log no
+// longer starts at index 1 (retention removed its head), its first entry
+// becomes the compaction point: raft then knows that entry's term, which it
+// needs to match the next one.
+func (s *Storage) rebuildWindow() error {
+	first := true
+	var err error
+	herr := s.log.EntryHeaders(s.log.StartOffset(), func(e Entry) bool {
+		switch {
+		case first && e.Index > 1:
+			s.w = newWindow(e.Index, e.Term, e.Base)
+		case e.Index != s.w.lastIndex()+1:
+			err = fmt.Errorf("%w: entry %d follows entry %d", ErrLogMismatch, e.Index, s.w.lastIndex())
+			return false
+		default:
+			s.w.append(e.Term, e.Base)
+		}
+		first = false
+		if e.Kind == EntryRecords && e.Time.After(s.lastTime) {
+			s.lastTime = e.Time
+		}
+		return true
+	})
+	if herr != nil {
+		return fmt.Errorf("replication: read entry headers: %w", herr)
+	}
+	return err
+}
+
+// InitialState implements raft.Storage.
+func (s *Storage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
+	return s.hs, s.cs, nil
+}
+
+// Entries implements raft.Storage: the entries [lo, hi), at most maxSize
+// bytes of them as raft counts (Entry.Size) but at least one. raft compares
+// the errors it expects by identity, so ErrCompacted and ErrUnavailable are
+// returned unwrapped.
+func (s *Storage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
+	switch {
+	case lo <= s.w.first:
+		return nil, raft.ErrCompacted
+	case hi > s.w.lastIndex()+1 || lo > hi:
+		return nil, raft.ErrUnavailable
+	}
+	var out []raftpb.Entry
+	var size uint64
+	for index := lo; index < hi; {
+		read, err := s.log.ReadEntries(s.w.at(index).base, index, readLimit(maxSize-size))
+		if err != nil {
+			return nil, fmt.Errorf("replication: read entries from index %d: %w", index, err)
+		}
+		if len(read) == 0 {
+			return nil, fmt.Errorf("%w: no entry %d in the log", ErrLogMismatch, index)
+		}
+		for _, le := range read[:min(len(read), int(hi-index))] {
+			if le.Index != index || le.Term != s.w.at(index).term {
+				return nil, fmt.Errorf("%w: read entry %d term %d for entry %d term %d",
+					ErrLogMismatch, le.Index, le.Term, index, s.w.at(index).term)
+			}
+			e, err := toRaftEntry(le)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+			index++
+			// As raft's own limitSize: the first entry always, then as long
+			// as the total stays within maxSize.
+			if size += uint64(e.Size()); size >= maxSize {
+				if size > maxSize && len(out) > 1 {
+					out = out[:len(out)-1]
+				}
+				return out, nil
+			}
+		}
+	}
+	return out, nil
+}
+
+// readLimit is the byte limit for the next ReadEntries when left bytes of
+// the caller's limit remain.
+func readLimit(left uint64) int {
+	return int(max(1, min(left, entriesReadChunk)))
+}
+
+// Term implements raft.Storage.
+func (s *Storage) Term(i uint64) (uint64, error) {
+	switch {
+	case i < s.w.first:
+		return 0, raft.ErrCompacted
+	case i > s.w.lastIndex():
+		return 0, raft.ErrUnavailable
+	}
+	return s.w.at(i).term, nil
+}
+
+// LastIndex implements raft.Storage.
+func (s *Storage) LastIndex() (uint64, error) { return s.w.lastIndex(), nil }
+
+// FirstIndex implements raft.Storage.
+func (s *Storage) FirstIndex() (uint64, error) { return s.w.firstIndex(), nil }
+
+// Snapshot implements raft.Storage. A snapshot is only metadata for now:
+// the compaction point's index and term and the replica's ConfState. The
+// ConfState is the latest one applied (SetConfState), which is the one at
+// the compaction point as long as compaction does not pass a conf change
+// that is not applied yet. Sending a follower the records below the point
+// comes later; until then Replica neither sends nor accepts snapshots.
+func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
+	return raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{
+		Index:     s.w.first,
+		Term:      s.w.at(s.w.first).term,
+		ConfState: s.cs,
+	}}, nil
+}
+
+// Append writes entries to the log and returns once they are durable.
+// Entries from an index the log already holds replace the log's tail from
+// there: raft sends them when this replica's uncommitted tail conflicts
+// with the leader's log.
+func (s *Storage) Append(entries []raftpb.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	// raft never sends entries below the commit index, hence never below
+	// the compaction point; MemoryStorage skips them all the same.
+	if entries[0].Index <= s.w.first {
+		skip := s.w.first + 1 - entries[0].Index
+		if skip >= uint64(len(entries)) {
+			return nil
+		}
+		entries = entries[skip:]
+	}
+	at := entries[0].Index
+	switch last := s.w.lastIndex(); {
+	case at > last+1:
+		return fmt.Errorf("%w: append at index %d, the log ends at %d", ErrLogMismatch, at, last)
+	case at <= last:
+		if err := s.log.TruncateEntries(at); err != nil {
+			return fmt.Errorf("replication: truncate the log from index %d: %w", at, err)
+		}
+		s.w.truncate(at)
+	}
+	for _, e := range entries {
+		if err := s.appendEntry(e); err != nil {
+			return err
+		}
+	}
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("replication: sync the log: %w", err)
+	}
+	return nil
+}
+
+func (s *Storage) appendEntry(e raftpb.Entry) error {
+	meta, b, err := toLogEntry(e)
+	if err != nil {
+		return err
+	}
+	a, err := s.log.AppendEntry(meta, b.Records, b.Time, b.Stamp)
+	if err != nil {
+		return fmt.Errorf("replication: append entry %d: %w", e.Index, err)
+	}
+	s.w.append(e.Term, a.Base)
+	if meta.Kind == EntryRecords && a.Time.After(s.lastTime) {
+		s.lastTime = a.Time
+	}
+	return nil
+}
+
+// SetHardState makes hs durable, then lets the log's entry floor follow the
+// commit index: nothing committed may be truncated.
+func (s *Storage) SetHardState(hs raftpb.HardState) error {
+	if err := writeState(s.dir, hs, s.cs); err != nil {
+		return err
+	}
+	s.hs = hs
+	s.log.SetEntryFloor(hs.Commit)
+	return nil
+}
+
+// SetConfState makes cs durable: the ConfState raft returned from applying
+// a conf change.
+func (s *Storage) SetConfState(cs raftpb.ConfState) error {
+	if err := writeState(s.dir, s.hs, cs); err != nil {
+		return err
+	}
+	s.cs = cs
+	return nil
+}
+
+// Compact makes index the compaction point: entries up to it are no longer
+// served (ErrCompacted) and Snapshot describes it. Only the window moves;
+// the log keeps the records until retention removes them, and a Storage
+// opened again serves everything the log holds. index must be committed,
+// and should be applied (see Snapshot).
+func (s *Storage) Compact(index uint64) error {
+	switch {
+	case index <= s.w.first:
+		return raft.ErrCompacted
+	case index > s.hs.Commit:
+		return fmt.Errorf("replication: compact to index %d above the commit index %d", index, s.hs.Commit)
+	}
+	s.w.compact(index)
+	return nil
+}
+
+// empty reports whether the replica has never stored anything: a new
+// replica of a new group.
+func (s *Storage) empty() bool {
+	return s.w.lastIndex() == 0 && raft.IsEmptyHardState(s.hs)
+}
+
+// base returns the log offset of entry index's first record (for an entry
+// without records, the offset after the records before it).
+func (s *Storage) base(index uint64) (uint64, bool) {
+	if !s.w.has(index) || index == s.w.first {
+		return 0, false
+	}
+	return s.w.at(index).base, true
+}
+
+// toLogEntry converts a raft entry to what the log stores: an EntryNormal
+// with Data becomes its decoded records, time and stamp.
+func toLogEntry(e raftpb.Entry) (EntryMeta, Batch, error) {
+	meta := EntryMeta{Index: e.Index, Term: e.Term}
+	var b Batch
+	switch e.Type {
+	case raftpb.EntryNormal:
+		if len(e.Data) == 0 {
+			meta.Kind = EntryEmpty
+			return meta, b, nil
+		}
+		var err error
+		if b, err = DecodeRecords(e.Data); err != nil {
+			return meta, b, fmt.Errorf("replication: entry %d: %w", e.Index, err)
+		}
+		meta.Kind = EntryRecords
+	case raftpb.EntryConfChange:
+		meta.Kind, meta.Control = EntryConfChange, e.Data
+	case raftpb.EntryConfChangeV2:
+		meta.Kind, meta.Control = EntryConfChangeV2, e.Data
+	default:
+		return meta, b, fmt.Errorf("replication: entry %d has unknown type %v", e.Index, e.Type)
+	}
+	return meta, b, nil
+}
+
+// toRaftEntry is toLogEntry's inverse.
+func toRaftEntry(le Entry) (raftpb.Entry, error) {
+	e := raftpb.Entry{Index: le.Index, Term: le.Term}
+	switch le.Kind {
+	case EntryRecords:
+		data, err := EncodeRecords(nil, Batch{Time: le.Time, Stamp: le.Stamp, Records: le.Records})
+		if err != nil {
+			return e, fmt.Errorf("%w: entry %d: %w", ErrLogMismatch, le.Index, err)
+		}
+		e.Type, e.Data = raftpb.EntryNormal, data
+	case EntryEmpty:
+		e.Type = raftpb.EntryNormal
+	case EntryConfChange:
+		e.Type, e.Data = raftpb.EntryConfChange, le.Control
+	case EntryConfChangeV2:
+		e.Type, e.Data = raftpb.EntryConfChangeV2, le.Control
+	default:
+		return e, fmt.Errorf("%w: entry %d has unknown kind %d", ErrLogMismatch, le.Index, le.Kind)
+	}
+	return e, nil
+}

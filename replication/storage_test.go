@@ -1,0 +1,390 @@
+package replication
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+const noLimit = math.MaxUint64
+
+// recordsEntry is an EntryNormal holding records, stamped with a time
+// derived from its index so that times only grow along a log.
+func recordsEntry(t *testing.T, index, term uint64, records ...string) raftpb.Entry {
+	t.Helper()
+	b := Batch{Time: time.UnixMicro(int64(1_000_000 * index))}
+	for _, r := range records {
+		b.Records = append(b.Records, []byte(r))
+	}
+	data, err := EncodeRecords(nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raftpb.Entry{Index: index, Term: term, Type: raftpb.EntryNormal, Data: data}
+}
+
+func openTestStorage(t *testing.T, l *memLog, dir string) *Storage {
+	t.Helper()
+	s, err := OpenStorage(l, dir)
+	if err != nil {
+		t.Fatalf("OpenStorage: %v", err)
+	}
+	return s
+}
+
+// fiveEntries is a storage holding entries 1 to 5, entry i of term i and
+// record "ri", all committed.
+func fiveEntries(t *testing.T) (*Storage, []raftpb.Entry) {
+	t.Helper()
+	s := openTestStorage(t, newMemLog(), t.TempDir())
+	var ents []raftpb.Entry
+	for i := range uint64(5) {
+		ents = append(ents, recordsEntry(t, i+1, i+1, "r"+string(rune('1'+i))))
+	}
+	if err := s.Append(ents); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHardState(raftpb.HardState{Term: 5, Commit: 5}); err != nil {
+		t.Fatal(err)
+	}
+	return s, ents
+}
+
+// TestStorageTermAroundCompaction follows raft's TestStorageTerm: the
+// compaction point's term is kept, below it is ErrCompacted, beyond the
+// last index ErrUnavailable.
+func TestStorageTermAroundCompaction(t *testing.T) {
+	s, _ := fiveEntries(t)
+	if err := s.Compact(3); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		give     uint64
+		wantTerm uint64
+		wantErr  error
+	}{
+		{give: 2, wantErr: raft.ErrCompacted},
+		{give: 3, wantTerm: 3},
+		{give: 4, wantTerm: 4},
+		{give: 5, wantTerm: 5},
+		{give: 6, wantErr: raft.ErrUnavailable},
+	}
+	for _, tt := range tests {
+		term, err := s.Term(tt.give)
+		// raft compares these errors by identity, not errors.Is.
+		if err != tt.wantErr || term != tt.wantTerm {
+			t.Errorf("Term(%d) = %d, %v; want %d, %v", tt.give, term, err, tt.wantTerm, tt.wantErr)
+		}
+	}
+	first, _ := s.FirstIndex()
+	last, _ := s.LastIndex()
+	if first != 4 || last != 5 {
+		t.Errorf("FirstIndex, LastIndex = %d, %d after compacting to 3; want 4, 5", first, last)
+	}
+}
+
+// TestStorageEntriesAroundCompaction follows raft's TestStorageEntries,
+// size limits included.
+func TestStorageEntriesAroundCompaction(t *testing.T) {
+	s, ents := fiveEntries(t)
+	if err := s.Compact(3); err != nil {
+		t.Fatal(err)
+	}
+	size4, size5 := uint64(ents[3].Size()), uint64(ents[4].Size())
+	tests := []struct {
+		lo, hi, maxSize uint64
+		want            []raftpb.Entry
+		wantErr         error
+	}{
+		{lo: 2, hi: 6, maxSize: noLimit, wantErr: raft.ErrCompacted},
+		{lo: 3, hi: 4, maxSize: noLimit, wantErr: raft.ErrCompacted},
+		{lo: 4, hi: 5, maxSize: noLimit, want: ents[3:4]},
+		{lo: 4, hi: 6, maxSize: noLimit, want: ents[3:5]},
+		{lo: 4, hi: 7, maxSize: noLimit, wantErr: raft.ErrUnavailable},
+		{lo: 4, hi: 6, maxSize: 0, want: ents[3:4]},
+		{lo: 4, hi: 6, maxSize: size4 + size5/2, want: ents[3:4]},
+		{lo: 4, hi: 6, maxSize: size4 + size5 - 1, want: ents[3:4]},
+		{lo: 4, hi: 6, maxSize: size4 + size5, want: ents[3:5]},
+		{lo: 5, hi: 5, maxSize: noLimit, want: nil},
+	}
+	for _, tt := range tests {
+		got, err := s.Entries(tt.lo, tt.hi, tt.maxSize)
+		if err != tt.wantErr || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Entries(%d, %d, %d) = %v, %v; want %v, %v", tt.lo, tt.hi, tt.maxSize, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// TestStorageEntriesGiveBackWhatWasAppended: every kind of entry reads
+// back exactly as raft appended it, Data included.
+func TestStorageEntriesGiveBackWhatWasAppended(t *testing.T) {
+	change := raftpb.ConfChange{Type: raftpb.ConfChangeAddNode, NodeID: 2}
+	cc, err := change.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamped, err := EncodeRecords(nil, Batch{Time: time.UnixMicro(9_000_000), Stamp: &Stamp{Producer: 4, Sequence: 2, Digest: 99}, Records: [][]byte{[]byte("s")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents := []raftpb.Entry{
+		{Index: 1, Term: 1, Type: raftpb.EntryConfChange, Data: cc},
+		{Index: 2, Term: 1, Type: raftpb.EntryConfChangeV2},
+		{Index: 3, Term: 2, Type: raftpb.EntryNormal},
+		recordsEntry(t, 4, 2, "a", "b"),
+		{Index: 5, Term: 2, Type: raftpb.EntryNormal, Data: stamped},
+	}
+	s := openTestStorage(t, newMemLog(), t.TempDir())
+	if err := s.Append(ents); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Entries(1, 6, noLimit)
+	if err != nil || !reflect.DeepEqual(got, ents) {
+		t.Errorf("Entries(1, 6) = %v, %v; want %v", got, err, ents)
+	}
+	for index, want := range map[uint64]uint64{1: 0, 3: 0, 4: 0, 5: 2} {
+		if base, _ := s.base(index); base != want {
+			t.Errorf("entry %d has base offset %d, want %d", index, base, want)
+		}
+	}
+}
+
+// TestStorageAppendReplacesAConflictingTail follows raft's
+// TestStorageAppend, and checks the log gives the truncated offsets back.
+func TestStorageAppendReplacesAConflictingTail(t *testing.T) {
+	threeEntries := func(t *testing.T) (*Storage, *memLog) {
+		l := newMemLog()
+		s := openTestStorage(t, l, t.TempDir())
+		if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 1, "a"), recordsEntry(t, 2, 1, "b"), recordsEntry(t, 3, 1, "c")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetHardState(raftpb.HardState{Term: 1, Commit: 1}); err != nil {
+			t.Fatal(err)
+		}
+		return s, l
+	}
+	terms := func(s *Storage) []uint64 {
+		var out []uint64
+		last, _ := s.LastIndex()
+		for i := uint64(1); i <= last; i++ {
+			term, _ := s.Term(i)
+			out = append(out, term)
+		}
+		return out
+	}
+
+	t.Run("at the end", func(t *testing.T) {
+		s, _ := threeEntries(t)
+		if err := s.Append([]raftpb.Entry{recordsEntry(t, 4, 2, "d")}); err != nil {
+			t.Fatal(err)
+		}
+		if got := terms(s); !reflect.DeepEqual(got, []uint64{1, 1, 1, 2}) {
+			t.Errorf("terms %v, want [1 1 1 2]", got)
+		}
+	})
+	t.Run("over the uncommitted tail", func(t *testing.T) {
+		s, l := threeEntries(t)
+		if err := s.Append([]raftpb.Entry{recordsEntry(t, 2, 2, "x", "y"), recordsEntry(t, 3, 2, "z")}); err != nil {
+			t.Fatal(err)
+		}
+		if got := terms(s); !reflect.DeepEqual(got, []uint64{1, 2, 2}) {
+			t.Errorf("terms %v, want [1 2 2]", got)
+		}
+		if base, _ := s.base(3); base != 3 || l.next != 4 {
+			t.Errorf("entry 3 at offset %d, next offset %d; want 3 and 4 (b and c gave their offsets back)", base, l.next)
+		}
+		got, err := s.Entries(2, 3, noLimit)
+		if err != nil || len(got) != 1 || !bytes.Equal(got[0].Data, recordsEntry(t, 2, 2, "x", "y").Data) {
+			t.Errorf("Entries(2, 3) = %v, %v; want the new entry 2", got, err)
+		}
+	})
+	t.Run("over a committed entry", func(t *testing.T) {
+		s, _ := threeEntries(t)
+		if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 2, "x")}); !errors.Is(err, errBelowFloor) {
+			t.Errorf("replacing committed entry 1: %v, want the log's floor to refuse it", err)
+		}
+	})
+	t.Run("with a gap", func(t *testing.T) {
+		s, _ := threeEntries(t)
+		if err := s.Append([]raftpb.Entry{recordsEntry(t, 5, 2, "x")}); !errors.Is(err, ErrLogMismatch) {
+			t.Errorf("appending entry 5 after entry 3: %v, want ErrLogMismatch", err)
+		}
+	})
+	t.Run("below the compaction point", func(t *testing.T) {
+		s, _ := threeEntries(t)
+		if err := s.Compact(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 1, "a")}); err != nil {
+			t.Errorf("appending compacted entry 1 again: %v, want it skipped", err)
+		}
+		if got := terms(s)[1:]; !reflect.DeepEqual(got, []uint64{1, 1}) {
+			t.Errorf("terms %v, want [1 1] from index 2", got)
+		}
+	})
+}
+
+func TestStorageAppendRefusesMalformedData(t *testing.T) {
+	s := openTestStorage(t, newMemLog(), t.TempDir())
+	err := s.Append([]raftpb.Entry{{Index: 1, Term: 1, Type: raftpb.EntryNormal, Data: []byte{batchVersion1, 0}}})
+	var malformed *ErrMalformedBatch
+	if !errors.As(err, &malformed) {
+		t.Errorf("appending an entry with malformed Data: %v, want *ErrMalformedBatch", err)
+	}
+}
+
+// TestStorageAppendIsDurable: Append returns once the log synced, so a
+// crash right after it keeps every entry.
+func TestStorageAppendIsDurable(t *testing.T) {
+	l := newMemLog()
+	s := openTestStorage(t, l, t.TempDir())
+	if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 1, "a"), {Index: 2, Term: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	l.crash()
+	if len(l.entries) != 2 {
+		t.Errorf("a crash after Append kept %d entries, want 2", len(l.entries))
+	}
+}
+
+func TestStorageCompact(t *testing.T) {
+	s, _ := fiveEntries(t)
+	if snap, _ := s.Snapshot(); !raft.IsEmptySnap(snap) {
+		t.Errorf("Snapshot before any compaction = %+v, want empty", snap.Metadata)
+	}
+	cs := raftpb.ConfState{Voters: []uint64{1, 2, 3}}
+	if err := s.SetConfState(cs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(3); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := s.Snapshot()
+	if want := (raftpb.SnapshotMetadata{Index: 3, Term: 3, ConfState: cs}); !reflect.DeepEqual(snap.Metadata, want) || snap.Data != nil {
+		t.Errorf("Snapshot after compacting to 3 = %+v with %d bytes of data, want %+v and none", snap.Metadata, len(snap.Data), want)
+	}
+	if err := s.Compact(3); err != raft.ErrCompacted {
+		t.Errorf("Compact(3) twice: %v, want ErrCompacted", err)
+	}
+	if err := s.Compact(2); err != raft.ErrCompacted {
+		t.Errorf("Compact(2) after Compact(3): %v, want ErrCompacted", err)
+	}
+	if err := s.SetHardState(raftpb.HardState{Term: 5, Commit: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Compact(5); err == nil {
+		t.Error("Compact(5) above the commit index 4 succeeded")
+	}
+}
+
+func TestSetHardStateMovesTheFloor(t *testing.T) {
+	l := newMemLog()
+	s := openTestStorage(t, l, t.TempDir())
+	if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 1, "a"), recordsEntry(t, 2, 1, "b")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHardState(raftpb.HardState{Term: 1, Vote: 1, Commit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if l.floor != 2 {
+		t.Errorf("entry floor %d after committing 2, want 2", l.floor)
+	}
+}
+
+// TestStorageReopenReproducesState: a Storage opened again over the same
+// log and directory answers every question as before.
+func TestStorageReopenReproducesState(t *testing.T) {
+	l := newMemLog()
+	dir := t.TempDir()
+	s := openTestStorage(t, l, dir)
+	ents := []raftpb.Entry{recordsEntry(t, 1, 1, "a"), {Index: 2, Term: 2}, recordsEntry(t, 3, 2, "b", "c")}
+	if err := s.Append(ents); err != nil {
+		t.Fatal(err)
+	}
+	hs := raftpb.HardState{Term: 2, Vote: 3, Commit: 2}
+	cs := raftpb.ConfState{Voters: []uint64{1, 2, 3}}
+	if err := s.SetHardState(hs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetConfState(cs); err != nil {
+		t.Fatal(err)
+	}
+	l.crash()
+	l.floor = 0 // the floor lives in memory: a new process starts without it
+
+	again := openTestStorage(t, l, dir)
+	gotHS, gotCS, _ := again.InitialState()
+	if !reflect.DeepEqual(gotHS, hs) || !reflect.DeepEqual(gotCS, cs) {
+		t.Errorf("InitialState after reopening = %+v, %+v; want %+v, %+v", gotHS, gotCS, hs, cs)
+	}
+	first, _ := again.FirstIndex()
+	last, _ := again.LastIndex()
+	got, err := again.Entries(first, last+1, noLimit)
+	if first != 1 || last != 3 || err != nil || !reflect.DeepEqual(got, ents) {
+		t.Errorf("after reopening: entries [%d, %d] = %v, %v; want [1, 3] = %v", first, last, got, err, ents)
+	}
+	if l.floor != hs.Commit {
+		t.Errorf("entry floor %d after reopening, want the commit index %d", l.floor, hs.Commit)
+	}
+	if !again.lastTime.Equal(time.UnixMicro(3_000_000)) {
+		t.Errorf("last append time %v after reopening, want entry 3's", again.lastTime)
+	}
+}
+
+// TestStorageOpensALogWithoutItsHead: when retention removed the oldest
+// entries, the first one left is the compaction point.
+func TestStorageOpensALogWithoutItsHead(t *testing.T) {
+	s, ents := fiveEntries(t)
+	l := s.log.(*memLog)
+	l.dropHead(2)
+	again := openTestStorage(t, l, s.dir)
+	first, _ := again.FirstIndex()
+	term, err := again.Term(3)
+	if first != 4 || term != 3 || err != nil {
+		t.Errorf("FirstIndex = %d, Term(3) = %d, %v; want 4, 3", first, term, err)
+	}
+	if _, err := again.Entries(3, 4, noLimit); err != raft.ErrCompacted {
+		t.Errorf("Entries(3, 4) = %v, want ErrCompacted", err)
+	}
+	got, err := again.Entries(4, 6, noLimit)
+	if err != nil || !reflect.DeepEqual(got, ents[3:]) {
+		t.Errorf("Entries(4, 6) = %v, %v; want %v", got, err, ents[3:])
+	}
+}
+
+func TestOpenStorageRefusesACommitBeyondTheLog(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeState(dir, raftpb.HardState{Term: 2, Commit: 4}, raftpb.ConfState{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenStorage(newMemLog(), dir); !errors.Is(err, ErrLogMismatch) {
+		t.Errorf("OpenStorage with commit 4 over an empty log: %v, want ErrLogMismatch", err)
+	}
+}
+
+// TestStorageEntriesReadInChunks: raft may ask for entries without a size
+// limit; the log is read a chunk at a time, so a short range never reads
+// much past its end.
+func TestStorageEntriesReadInChunks(t *testing.T) {
+	l := newMemLog()
+	s := openTestStorage(t, l, t.TempDir())
+	big := string(bytes.Repeat([]byte{'x'}, entriesReadChunk/2+1))
+	if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 1, big), recordsEntry(t, 2, 1, big), recordsEntry(t, 3, 1, big)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Entries(1, 2, noLimit)
+	if err != nil || len(got) != 1 || l.reads != 1 {
+		t.Errorf("Entries(1, 2) = %d entries in %d reads, %v; want 1 in 1", len(got), l.reads, err)
+	}
+	l.reads = 0
+	got, err = s.Entries(1, 4, noLimit)
+	if err != nil || len(got) != 3 || l.reads != 3 {
+		t.Errorf("Entries(1, 4) = %d entries in %d reads, %v; want 3 in 3 (one chunk holds one entry)", len(got), l.reads, err)
+	}
+}
