@@ -9,13 +9,21 @@ import (
 
 // A batch is the unit the log writes, checksums and indexes. On disk:
 //
-//	magic     u8   batchMagicV1, or batchMagicV2 for a stamped batch
+//	magic     u8   batchMagicV1; batchMagicV2 for a stamped batch;
+//	               batchMagicV3 for a raft entry (AppendEntry)
 //	length    u32  bytes after the checksum field
 //	checksum  u32  CRC-32C (Castagnoli) of those bytes
 //	base      u64  offset of the first record
-//	count     u32  records in the batch, at least 1
+//	count     u32  records in the batch: at least 1, except 0 for a V3
+//	               entry of a kind without records
 //	time      u64  append time, unix microseconds
 //	(V2 only) producer u64, sequence u64, digest u64: the batch's Stamp
+//	(V3 only) index u64, term u64: the raft entry's
+//	          kind u8: an EntryKind
+//	          flags u8: bit 0 set when a stamp follows; the others are 0
+//	          control length u32
+//	          (if stamped) producer u64, sequence u64, digest u64
+//	          control: a conf change's bytes
 //	count × { length u32, value }
 //
 // Integers are big-endian, as on the wire. The magic is not zero, so a
@@ -23,15 +31,29 @@ import (
 // crash, or a preallocated one) reads as damage, never as a batch. A batch
 // without a stamp is still written as V1, so logs written before stamps
 // existed and logs that never use them are byte for byte what they were.
+//
+// base, count and time sit at the same place in every version, so one
+// decoder reads the part all readers need. V3 puts its fixed-size fields
+// before its variable ones: a reader of headers (Stamps, EntryHeaders)
+// learns the whole header's length from one fixed-size read, and never
+// reads a record. A V3 entry without records still has a base: the log's
+// next offset when it was written, which the next batch shares.
 const (
 	batchMagicV1    byte = 0xFB
 	batchMagicV2    byte = 0xFC
+	batchMagicV3    byte = 0xFD
 	frameHeaderLen       = 1 + 4 + 4
 	batchFixedLen        = 8 + 4 + 8
 	stampLen             = 8 + 8 + 8
+	entryFixedLen        = 8 + 8 + 1 + 1 + 4
 	batchHeaderLen       = frameHeaderLen + batchFixedLen
 	recordHeaderLen      = 4
-	minFrameLen          = batchHeaderLen + recordHeaderLen
+	// minFrameLen is the shortest frame of any version: a V1 batch of one
+	// empty record. A V3 entry without records is longer.
+	minFrameLen = batchHeaderLen + recordHeaderLen
+
+	// entryStamped is the V3 flag saying a stamp follows.
+	entryStamped byte = 1
 
 	// maxBatchBytes bounds one batch's encoding. It keeps a damaged length
 	// field from asking for gigabytes, and every file position below
@@ -64,13 +86,15 @@ type Stamp struct {
 	Producer, Sequence, Digest uint64
 }
 
-// batchView is a decoded batch. records aliases the decoded bytes and has
-// been validated to hold exactly count records.
+// batchView is a decoded batch. records and meta.Control alias the decoded
+// bytes, and records has been validated to hold exactly count records.
 type batchView struct {
 	base    uint64
 	count   uint32
 	time    int64  // unix microseconds
-	stamp   *Stamp // nil for a V1 batch
+	stamp   *Stamp // nil for a V1 batch and an unstamped V3 one
+	entry   bool   // a V3 batch: meta is the raft entry's
+	meta    EntryMeta
 	records []byte
 }
 
@@ -93,10 +117,24 @@ func (v batchView) all() iter.Seq2[uint64, []byte] {
 
 // encodedLen is the length appendBatch produces for records.
 func encodedLen(records [][]byte, stamped bool) int {
-	n := batchHeaderLen
+	n := batchHeaderLen + recordsLen(records)
 	if stamped {
 		n += stampLen
 	}
+	return n
+}
+
+// entryEncodedLen is the length appendEntryBatch produces.
+func entryEncodedLen(meta EntryMeta, records [][]byte, stamped bool) int {
+	n := batchHeaderLen + entryFixedLen + len(meta.Control) + recordsLen(records)
+	if stamped {
+		n += stampLen
+	}
+	return n
+}
+
+func recordsLen(records [][]byte) int {
+	n := 0
 	for _, r := range records {
 		n += recordHeaderLen + len(r)
 	}
@@ -110,19 +148,57 @@ func appendBatch(dst []byte, base uint64, time int64, records [][]byte, stamp *S
 	if stamp != nil {
 		magic = batchMagicV2
 	}
+	dst = appendCommonHeader(dst, magic, base, uint32(len(records)), time)
+	if stamp != nil {
+		dst = appendStamp(dst, stamp)
+	}
+	return finishFrame(appendRecords(dst, records), start)
+}
+
+// appendEntryBatch appends a V3 batch holding one raft entry.
+func appendEntryBatch(dst []byte, base uint64, time int64, meta EntryMeta, records [][]byte, stamp *Stamp) []byte {
+	start := len(dst)
+	dst = appendCommonHeader(dst, batchMagicV3, base, uint32(len(records)), time)
+	dst = binary.BigEndian.AppendUint64(dst, meta.Index)
+	dst = binary.BigEndian.AppendUint64(dst, meta.Term)
+	var flags byte
+	if stamp != nil {
+		flags |= entryStamped
+	}
+	dst = append(dst, byte(meta.Kind), flags)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(meta.Control)))
+	if stamp != nil {
+		dst = appendStamp(dst, stamp)
+	}
+	dst = append(dst, meta.Control...)
+	return finishFrame(appendRecords(dst, records), start)
+}
+
+// appendCommonHeader appends the frame header, its length and checksum left
+// for finishFrame, and the fields every version has.
+func appendCommonHeader(dst []byte, magic byte, base uint64, count uint32, time int64) []byte {
 	dst = append(dst, magic, 0, 0, 0, 0, 0, 0, 0, 0)
 	dst = binary.BigEndian.AppendUint64(dst, base)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(records)))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(time))
-	if stamp != nil {
-		dst = binary.BigEndian.AppendUint64(dst, stamp.Producer)
-		dst = binary.BigEndian.AppendUint64(dst, stamp.Sequence)
-		dst = binary.BigEndian.AppendUint64(dst, stamp.Digest)
-	}
+	dst = binary.BigEndian.AppendUint32(dst, count)
+	return binary.BigEndian.AppendUint64(dst, uint64(time))
+}
+
+func appendStamp(dst []byte, stamp *Stamp) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, stamp.Producer)
+	dst = binary.BigEndian.AppendUint64(dst, stamp.Sequence)
+	return binary.BigEndian.AppendUint64(dst, stamp.Digest)
+}
+
+func appendRecords(dst []byte, records [][]byte) []byte {
 	for _, r := range records {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r)))
 		dst = append(dst, r...)
 	}
+	return dst
+}
+
+// finishFrame fills in the length and checksum of the frame at dst[start:].
+func finishFrame(dst []byte, start int) []byte {
 	body := dst[start+frameHeaderLen:]
 	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(body)))
 	binary.BigEndian.PutUint32(dst[start+5:], crc32.Checksum(body, castagnoli))
@@ -139,44 +215,105 @@ func frameLen(hdr []byte) (int, error) {
 	if !ok {
 		return 0, errBadMagic
 	}
+	least := fixed
+	if hdr[0] != batchMagicV3 {
+		least += recordHeaderLen // V1 and V2 hold at least one record
+	}
 	n := binary.BigEndian.Uint32(hdr[1:])
-	if n < uint32(fixed+recordHeaderLen) || n > maxBatchBytes-frameHeaderLen {
+	if n < uint32(least) || n > maxBatchBytes-frameHeaderLen {
 		return 0, errBadLength
 	}
 	return frameHeaderLen + int(n), nil
 }
 
 // fixedLen is the length of the fixed part of a body (after the frame
-// header) for a magic, and whether the magic is one.
+// header) for a magic, and whether the magic is one. Only V3 has a variable
+// part after it (headerLen).
 func fixedLen(magic byte) (int, bool) {
 	switch magic {
 	case batchMagicV1:
 		return batchFixedLen, true
 	case batchMagicV2:
 		return batchFixedLen + stampLen, true
+	case batchMagicV3:
+		return batchFixedLen + entryFixedLen, true
 	}
 	return 0, false
 }
 
-// decodeHeader reads the fixed part of a batch whose frame header frameLen
-// accepted: everything but the records. hdr holds at least the frame header
-// and the fixed part. The checksum is not checked (Log.Stamps reads headers
-// only).
-func decodeHeader(hdr []byte) batchView {
+// headerLen is the length of a batch's header, frame header included: all
+// but the records. hdr holds the frame header and the fixed part. The result
+// may exceed the frame (a damaged control length); decodeHeader's callers
+// check.
+func headerLen(hdr []byte) int {
+	fixed, _ := fixedLen(hdr[0])
+	n := frameHeaderLen + fixed
+	if hdr[0] == batchMagicV3 {
+		entry := hdr[frameHeaderLen+batchFixedLen:]
+		if entry[17]&entryStamped != 0 {
+			n += stampLen
+		}
+		n += int(binary.BigEndian.Uint32(entry[18:]))
+	}
+	return n
+}
+
+// decodeHeader reads the header of a batch whose frame header frameLen
+// accepted; hdr is exactly headerLen bytes. It checks everything a header
+// alone can say, but not the checksum: Log.Stamps and EntryHeaders read
+// headers only.
+func decodeHeader(hdr []byte) (batchView, error) {
 	body := hdr[frameHeaderLen:]
 	v := batchView{
 		base:  binary.BigEndian.Uint64(body),
 		count: binary.BigEndian.Uint32(body[8:]),
 		time:  int64(binary.BigEndian.Uint64(body[12:])),
 	}
-	if hdr[0] == batchMagicV2 {
-		v.stamp = &Stamp{
-			Producer: binary.BigEndian.Uint64(body[batchFixedLen:]),
-			Sequence: binary.BigEndian.Uint64(body[batchFixedLen+8:]),
-			Digest:   binary.BigEndian.Uint64(body[batchFixedLen+16:]),
+	switch hdr[0] {
+	case batchMagicV2:
+		v.stamp = decodeStamp(body[batchFixedLen:])
+	case batchMagicV3:
+		if err := decodeEntryHeader(&v, body[batchFixedLen:]); err != nil {
+			return batchView{}, err
 		}
 	}
-	return v
+	if (v.count == 0 && !v.entry) || v.base > ^uint64(0)-uint64(v.count) {
+		return batchView{}, errMalformed
+	}
+	return v, nil
+}
+
+// decodeEntryHeader reads the V3 part of a header into v and checks that
+// the entry's kind, records, control and stamp go together as AppendEntry
+// allows.
+func decodeEntryHeader(v *batchView, b []byte) error {
+	v.entry = true
+	v.meta = EntryMeta{
+		Index: binary.BigEndian.Uint64(b),
+		Term:  binary.BigEndian.Uint64(b[8:]),
+		Kind:  EntryKind(b[16]),
+	}
+	flags := b[17]
+	control := b[entryFixedLen:]
+	if flags&entryStamped != 0 {
+		v.stamp = decodeStamp(control)
+		control = control[stampLen:]
+	}
+	if len(control) > 0 {
+		v.meta.Control = control
+	}
+	if flags&^entryStamped != 0 || checkEntryShape(v.meta, int(v.count), v.stamp != nil) != "" {
+		return errMalformed
+	}
+	return nil
+}
+
+func decodeStamp(b []byte) *Stamp {
+	return &Stamp{
+		Producer: binary.BigEndian.Uint64(b),
+		Sequence: binary.BigEndian.Uint64(b[8:]),
+		Digest:   binary.BigEndian.Uint64(b[16:]),
+	}
 }
 
 // decodeBatch decodes the batch at the front of b and returns it with its
@@ -193,15 +330,18 @@ func decodeBatch(b []byte) (batchView, int, error) {
 	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(b[5:]) {
 		return batchView{}, 0, errBadChecksum
 	}
-	fixed, _ := fixedLen(b[0])
-	v := decodeHeader(b)
-	v.records = body[fixed:]
-	// Bound count by the bytes present before walking, so a lying count
-	// costs nothing.
-	if v.count == 0 || uint64(v.count) > uint64(len(v.records)/recordHeaderLen) {
+	hl := headerLen(b)
+	if hl > size {
 		return batchView{}, 0, errMalformed
 	}
-	if v.base > ^uint64(0)-uint64(v.count) {
+	v, err := decodeHeader(b[:hl])
+	if err != nil {
+		return batchView{}, 0, err
+	}
+	v.records = b[hl:size]
+	// Bound count by the bytes present before walking, so a lying count
+	// costs nothing.
+	if uint64(v.count) > uint64(len(v.records)/recordHeaderLen) {
 		return batchView{}, 0, errMalformed
 	}
 	rest := v.records

@@ -12,7 +12,8 @@ var (
 	ErrClosed = errors.New("persistence: log closed")
 
 	// ErrEmptyBatch is returned by Append for a batch without records: a
-	// batch takes at least one offset, so base offsets strictly increase.
+	// plain batch takes at least one offset, so base offsets strictly
+	// increase. (Raft entries without records are AppendEntry's.)
 	ErrEmptyBatch = errors.New("persistence: empty batch")
 
 	// ErrBatchTooLarge is returned by Append for a batch whose encoding
@@ -24,7 +25,45 @@ var (
 	// waits from then on; the caller must Close it and Open the directory
 	// again, which recovers from what is really on the device.
 	ErrPoisoned = errors.New("persistence: log poisoned, reopen to recover")
+
+	// ErrMixedFormats is returned when raft entries (AppendEntry) and plain
+	// batches (Append) would share a log, and by the entry methods on a log
+	// of plain batches. A log holds one or the other from its first batch
+	// on: a reader of either kind then never meets the other.
+	ErrMixedFormats = errors.New("persistence: raft entries and plain batches cannot share a log")
+
+	// ErrBadEntry is returned by AppendEntry for an entry whose kind,
+	// records, control bytes and stamp do not go together, or whose term
+	// is below the last entry's.
+	ErrBadEntry = errors.New("persistence: bad entry")
+
+	// ErrBelowFloor is returned by TruncateEntries when it would remove an
+	// entry at or below the floor set by SetEntryFloor: committed entries
+	// are never removed.
+	ErrBelowFloor = errors.New("persistence: truncation below the entry floor")
+
+	// ErrTruncated is returned to a reader that met TruncateEntries: a
+	// Cursor that had returned records it removed (from then on), a wait
+	// for a removed record or entry, and an EntryHeaders walk it
+	// interrupted.
+	ErrTruncated = errors.New("persistence: entries removed by TruncateEntries")
+
+	// ErrNoEntry is returned by ReadEntries and WaitEntryDurable for an
+	// index the log does not hold.
+	ErrNoEntry = errors.New("persistence: no such entry")
 )
+
+// ErrEntryIndex is returned by AppendEntry when the entry's index does not
+// follow the last entry's: one more than Last, or after TruncateEntries
+// any index above it.
+type ErrEntryIndex struct {
+	Last uint64 // the last entry's index
+	Got  uint64 // the index AppendEntry was given
+}
+
+func (e *ErrEntryIndex) Error() string {
+	return fmt.Sprintf("persistence: entry index %d does not follow the last entry's %d", e.Got, e.Last)
+}
 
 // ErrOffsetMismatch is returned by Append when the batch's base offset is not
 // exactly the log's next offset. The shard assigns offsets; the log refuses

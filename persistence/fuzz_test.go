@@ -18,9 +18,13 @@ import (
 //   - never panics;
 //   - an error is a frame error (short, bad magic, length or checksum) or
 //     errMalformed, and nothing else;
-//   - a decoded batch has at least one record, its records iterate to
-//     exactly its count, and encoding them again gives back the input's
-//     first size bytes.
+//   - a decoded batch has at least one record, except a V3 entry of a kind
+//     without records, which has none; its records iterate to exactly its
+//     count; a V3 entry's kind, control and stamp go together as
+//     AppendEntry allows;
+//   - decoding the header alone (as Stamps and EntryHeaders do) gives the
+//     same batch;
+//   - encoding it again gives back the input's first size bytes.
 func FuzzDecodeBatch(f *testing.F) {
 	for _, s := range batchSeeds() {
 		f.Add(s.data)
@@ -33,8 +37,22 @@ func FuzzDecodeBatch(f *testing.F) {
 			}
 			return
 		}
-		if size > len(data) || v.count == 0 {
-			t.Fatalf("decoded size %d of %d bytes, count %d", size, len(data), v.count)
+		if size > len(data) || (v.count == 0) != (v.entry && v.meta.Kind != EntryRecords) {
+			t.Fatalf("decoded size %d of %d bytes, count %d, entry %v kind %v", size, len(data), v.count, v.entry, v.meta.Kind)
+		}
+		if v.entry != (data[0] == batchMagicV3) {
+			t.Fatalf("magic %#x decoded as entry %v", data[0], v.entry)
+		}
+		if v.entry {
+			if reason := checkEntryShape(v.meta, int(v.count), v.stamp != nil); reason != "" {
+				t.Fatalf("decoded an entry AppendEntry refuses: %s", reason)
+			}
+		}
+		hv, err := decodeHeader(data[:headerLen(data)])
+		if err != nil || hv.base != v.base || hv.count != v.count || hv.time != v.time || hv.entry != v.entry ||
+			hv.meta.Index != v.meta.Index || hv.meta.Term != v.meta.Term || hv.meta.Kind != v.meta.Kind ||
+			!bytes.Equal(hv.meta.Control, v.meta.Control) || (hv.stamp == nil) != (v.stamp == nil) || (hv.stamp != nil && *hv.stamp != *v.stamp) {
+			t.Fatalf("header alone decodes as %+v, %v; the batch as %+v", hv, err, v)
 		}
 		var records [][]byte
 		for off, r := range v.all() {
@@ -46,10 +64,14 @@ func FuzzDecodeBatch(f *testing.F) {
 		if len(records) != int(v.count) {
 			t.Fatalf("iterated %d records, count %d", len(records), v.count)
 		}
-		if (v.stamp != nil) != (data[0] == batchMagicV2) {
+		if !v.entry && (v.stamp != nil) != (data[0] == batchMagicV2) {
 			t.Fatalf("magic %#x decoded with stamp %v", data[0], v.stamp)
 		}
-		if again := appendBatch(nil, v.base, v.time, records, v.stamp); !bytes.Equal(again, data[:size]) {
+		again := appendBatch(nil, v.base, v.time, records, v.stamp)
+		if v.entry {
+			again = appendEntryBatch(nil, v.base, v.time, v.meta, records, v.stamp)
+		}
+		if !bytes.Equal(again, data[:size]) {
 			t.Fatalf("re-encoded batch differs:\n got %x\nwant %x", again, data[:size])
 		}
 	})
@@ -61,8 +83,12 @@ func FuzzDecodeBatch(f *testing.F) {
 // Invariants:
 //   - never panics;
 //   - Open either refuses with ErrCorrupt or succeeds, and then every
-//     record reads back, Stamps walks the log, the file holds exactly the
-//     complete batches, and an append at NextOffset works.
+//     record reads back, Stamps walks the log, and an append at NextOffset
+//     works;
+//   - a recovered log of raft entries walks with EntryHeaders, every entry
+//     it walks reads back with ReadEntries, the next entry appends, and
+//     TruncateEntries removes it again; a log of plain batches refuses
+//     entries.
 func FuzzOpenSegment(f *testing.F) {
 	for _, s := range batchSeeds() {
 		f.Add(s.data)
@@ -91,8 +117,36 @@ func FuzzOpenSegment(f *testing.F) {
 		if err := l.Stamps(l.StartOffset(), func(Stamp, uint64, uint32) bool { return true }); err != nil {
 			t.Fatalf("Stamps of a recovered log: %v", err)
 		}
-		if _, err := l.Append(next, [][]byte{[]byte("after")}, t0); err != nil {
-			t.Fatalf("Append after recovery: %v", err)
+		last, entries := l.LastEntry()
+		if !entries {
+			if _, err := l.Append(next, [][]byte{[]byte("after")}, t0); err != nil {
+				t.Fatalf("Append after recovery: %v", err)
+			}
+			if _, err := l.AppendEntry(EntryMeta{Index: 1, Kind: EntryEmpty}, nil, t0, nil); !errors.Is(err, ErrMixedFormats) {
+				t.Fatalf("AppendEntry to plain batches: %v, want ErrMixedFormats", err)
+			}
+			return
+		}
+		walked := 0
+		if err := l.EntryHeaders(l.StartOffset(), func(e Entry) bool {
+			got, err := l.ReadEntries(e.Base, e.Index, 0)
+			if err != nil || len(got) != 1 || got[0].Index != e.Index || got[0].Base != e.Base {
+				t.Fatalf("ReadEntries(%d, %d) of a walked entry: %v, %v", e.Base, e.Index, got, err)
+			}
+			walked++
+			return true
+		}); err != nil || walked == 0 {
+			t.Fatalf("EntryHeaders of a recovered log: %d entries, %v", walked, err)
+		}
+		after := EntryMeta{Index: last.Index + 1, Term: last.Term, Kind: EntryRecords}
+		if _, err := l.AppendEntry(after, [][]byte{[]byte("after")}, t0, nil); err != nil {
+			t.Fatalf("AppendEntry after recovery: %v", err)
+		}
+		if err := l.TruncateEntries(after.Index); err != nil {
+			t.Fatalf("TruncateEntries of the appended entry: %v", err)
+		}
+		if got, ok := l.LastEntry(); !ok || got.Index != last.Index || l.NextOffset() != next {
+			t.Fatalf("after truncating the appended entry: last %d, next %d; want %d, %d", got.Index, l.NextOffset(), last.Index, next)
 		}
 	})
 }
@@ -196,7 +250,62 @@ func batchSeeds() []batchSeed {
 	lieV2("v2-count-zero", func(b []byte) []byte { b[8], b[9], b[10], b[11] = 0, 0, 0, 0; return b })
 	lieV2("v2-count-too-big", func(b []byte) []byte { b[11] = 9; return b })
 	lieV2("v2-record-length-too-big", func(b []byte) []byte { b[batchFixedLen+stampLen+3] = 200; return b })
-	return seeds
+	return append(seeds, entrySeeds()...)
+}
+
+// entrySeeds are V3 batches, raft entries of every kind in a row, and
+// their damaged variants.
+func entrySeeds() []batchSeed {
+	const at = 1_700_000_000_000_000
+	stamp := &Stamp{Producer: 0xFE11C5, Sequence: 7, Digest: 0xD16E57}
+	empty := appendEntryBatch(nil, 0, at, EntryMeta{Index: 1, Term: 1, Kind: EntryEmpty}, nil, nil)
+	conf := appendEntryBatch(nil, 0, at, EntryMeta{Index: 2, Term: 1, Kind: EntryConfChange, Control: []byte("add node 2")}, nil, nil)
+	records := appendEntryBatch(nil, 0, at+1, EntryMeta{Index: 3, Term: 1}, [][]byte{[]byte("a"), {}, []byte("ccc")}, nil)
+	stamped := appendEntryBatch(nil, 3, at+2, EntryMeta{Index: 4, Term: 2}, [][]byte{[]byte("hello")}, stamp)
+	leave := appendEntryBatch(nil, 4, at+2, EntryMeta{Index: 5, Term: 2, Kind: EntryConfChangeV2}, nil, nil)
+	cat := func(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
+	seeds := []batchSeed{
+		{"v3-empty", empty},
+		{"v3-conf-change", conf},
+		{"v3-records", records},
+		{"v3-stamped", stamped},
+		{"v3-conf-change-v2-no-bytes", leave},
+		{"v3-log", cat(empty, conf, records, stamped, leave)},
+		{"v3-cut-in-header", stamped[:frameHeaderLen+batchFixedLen+10]},
+		{"v3-cut-in-stamp", stamped[:frameHeaderLen+batchFixedLen+entryFixedLen+5]},
+		{"v3-cut-in-control", conf[:len(conf)-3]},
+		{"v3-log-torn-tail", cat(empty, conf, records, stamped[:len(stamped)-2])},
+		{"v1-then-v3", cat(appendBatch(nil, 0, at, [][]byte{[]byte("x")}, nil), appendEntryBatch(nil, 1, at, EntryMeta{Index: 1, Term: 1}, [][]byte{[]byte("y")}, nil))},
+		{"v3-then-v1", cat(records, appendBatch(nil, 3, at+1, [][]byte{[]byte("x")}, nil))},
+		{"v3-index-repeated", cat(empty, appendEntryBatch(nil, 0, at, EntryMeta{Index: 1, Term: 1, Kind: EntryEmpty}, nil, nil))},
+		{"v3-term-going-back", cat(appendEntryBatch(nil, 0, at, EntryMeta{Index: 1, Term: 5, Kind: EntryEmpty}, nil, nil), appendEntryBatch(nil, 0, at, EntryMeta{Index: 2, Term: 4, Kind: EntryEmpty}, nil, nil))},
+		{"v3-index-gap", cat(empty, appendEntryBatch(nil, 0, at, EntryMeta{Index: 9, Term: 1, Kind: EntryEmpty}, nil, nil))},
+	}
+	flipped := bytes.Clone(conf)
+	flipped[len(flipped)-2] ^= 1
+	seeds = append(seeds, batchSeed{"v3-flipped-control", flipped})
+	// Checksummed lies about the entry part: byte i of the V3 fields
+	// (index, term, kind, flags, control length) set to x.
+	lie := func(name string, frame []byte, edit func(entry []byte)) {
+		b := bytes.Clone(frame)
+		edit(b[frameHeaderLen+batchFixedLen:])
+		seeds = append(seeds, batchSeed{name, rechecksum(b)})
+	}
+	lie("v3-index-zero", empty, func(e []byte) { clear(e[:8]) })
+	lie("v3-unknown-kind", empty, func(e []byte) { e[16] = 9 })
+	lie("v3-unknown-flag", empty, func(e []byte) { e[17] = 2 })
+	lie("v3-stamp-flag-without-stamp", empty, func(e []byte) { e[17] = entryStamped })
+	lie("v3-control-too-long", conf, func(e []byte) { e[21] = 200 })
+	lie("v3-control-on-empty", conf, func(e []byte) { e[16] = byte(EntryEmpty) })
+	lie("v3-records-kind-without-records", empty, func(e []byte) { e[16] = byte(EntryRecords) })
+	lie("v3-empty-kind-with-records", records, func(e []byte) { e[16] = byte(EntryEmpty) })
+	lie("v3-stamp-on-conf-change", stamped, func(e []byte) { e[16] = byte(EntryConfChange) })
+	countOnEmpty := bytes.Clone(empty)
+	countOnEmpty[frameHeaderLen+11] = 1
+	seeds = append(seeds, batchSeed{"v3-count-on-empty", rechecksum(countOnEmpty)})
+	v1AsV3 := appendBatch(nil, 0, at, [][]byte{bytes.Repeat([]byte("z"), 40)}, nil)
+	v1AsV3[0] = batchMagicV3
+	return append(seeds, batchSeed{"v1-body-v3-magic", rechecksum(v1AsV3)})
 }
 
 // rechecksum fixes a frame's length and CRC after its body was edited.

@@ -168,10 +168,12 @@ type faultFS struct {
 		writeQuota int64
 		failTrunc  error
 		beforeSync func()            // called before each fsync of a .log file, without the lock
+		afterRead  func()            // called once, after the next read of a .log file, without the lock
 		written    map[string]int64  // per path: the end of the last write
 		synced     map[string]int64  // per path: what the last fsync covered
 		markSynced map[string][]byte // per mark path: content at its last fsync
 		unsynced   map[string]bool   // created since the last directory fsync
+		cut        map[string]cutBytes
 		open       map[*faultFile]bool
 	}
 }
@@ -182,6 +184,7 @@ func newFaultFS() *faultFS {
 	f.mu.synced = map[string]int64{}
 	f.mu.markSynced = map[string][]byte{}
 	f.mu.unsynced = map[string]bool{}
+	f.mu.cut = map[string]cutBytes{}
 	f.mu.open = map[*faultFile]bool{}
 	return f
 }
@@ -262,8 +265,9 @@ func (f *faultFS) setFailSync(err error) {
 }
 
 // powerLoss makes dir look as a power cut would leave it: files created
-// since the last directory fsync vanish, logs lose what no fsync covered,
-// the mark returns to its last fsynced content. Index files keep whatever
+// since the last directory fsync vanish, logs lose what no fsync covered
+// and get back what a truncation no fsync covered removed, the mark
+// returns to its last fsynced content. Index files keep whatever
 // they had (they are never fsynced, so anything is possible; recovery must
 // not trust them).
 func (f *faultFS) powerLoss(t testing.TB, dir string) {
@@ -279,12 +283,30 @@ func (f *faultFS) powerLoss(t testing.TB, dir string) {
 		if err := os.Truncate(name, f.mu.synced[name]); err != nil {
 			t.Fatal(err)
 		}
+		if c, ok := f.mu.cut[name]; ok {
+			file, err := os.OpenFile(name, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = file.WriteAt(c.old, c.at)
+			file.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	for name, content := range f.mu.markSynced {
 		if err := os.WriteFile(name, content, 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// cutBytes are synced bytes a truncation removed from a file at offset at:
+// until the file's next fsync, a power loss may bring them back.
+type cutBytes struct {
+	at  int64
+	old []byte
 }
 
 type faultFile struct {
@@ -327,12 +349,35 @@ func (f *faultFile) WriteAt(b []byte, off int64) (int, error) {
 	return n, err
 }
 
+func (f *faultFile) ReadAt(b []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(b, off)
+	f.fs.mu.Lock()
+	var after func()
+	if f.isLog() {
+		after, f.fs.mu.afterRead = f.fs.mu.afterRead, nil
+	}
+	f.fs.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	return n, err
+}
+
 func (f *faultFile) Truncate(size int64) error {
 	f.fs.mu.Lock()
 	err := f.fs.mu.failTrunc
 	if err == nil {
 		f.fs.mu.written[f.path] = size
-		f.fs.mu.synced[f.path] = min(f.fs.mu.synced[f.path], size)
+		if synced := f.fs.mu.synced[f.path]; size < synced {
+			c := cutBytes{at: size, old: make([]byte, synced-size)}
+			if _, rerr := f.File.ReadAt(c.old, size); rerr == nil {
+				if prev, ok := f.fs.mu.cut[f.path]; ok {
+					c.old = append(c.old, prev.old...) // an earlier cut, at what is synced now, still pending
+				}
+				f.fs.mu.cut[f.path] = c
+			}
+			f.fs.mu.synced[f.path] = size
+		}
 	}
 	f.fs.mu.Unlock()
 	if err != nil {
@@ -368,6 +413,7 @@ func (f *faultFile) Sync() error {
 	defer f.fs.mu.Unlock()
 	if isLog {
 		f.fs.mu.logSyncs++
+		delete(f.fs.mu.cut, f.path)
 	}
 	f.fs.mu.synced[f.path] = max(f.fs.mu.synced[f.path], covered)
 	if content != nil {

@@ -33,11 +33,20 @@ type indexEntry struct {
 // errBadIndex never leaves the package: a bad index is rebuilt.
 var errBadIndex = errors.New("bad index")
 
-// indexDue reports whether a batch at pos gets an index entry, given the
-// position of the segment's last entry (0 when it has none: the segment's
-// start is its implicit first entry). Recovery rebuilds with the same rule.
-func indexDue(pos, lastIndexed int64, interval int) bool {
-	return pos-lastIndexed >= int64(interval)
+// indexDue reports whether a batch at pos, holding count records from base,
+// gets an index entry, given the position of the segment's last entry (0
+// when it has none: the segment's start is its implicit first entry).
+// Recovery rebuilds with the same rule.
+//
+// Only a batch with records above the segment's base is indexed. A raft
+// entry without records takes no offset: it shares its base with the batch
+// after it, and a segment may start with such entries before a batch at the
+// segment's own base. Indexing either would give two entries one offset, or
+// an entry the segment's start (rel 0), which parseIndexes refuses; so
+// every entry names the one batch whose records start at its offset, and
+// the batches without records are found by scanning from an entry.
+func indexDue(pos, lastIndexed int64, interval int, base, segBase uint64, count int) bool {
+	return count > 0 && base > segBase && pos-lastIndexed >= int64(interval)
 }
 
 func appendOffsetEntry(dst []byte, e indexEntry) []byte {

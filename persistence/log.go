@@ -5,18 +5,24 @@
 // actor owns one Log, assigns every offset, and learns of durability
 // asynchronously (WaitDurable), so it never waits on an fsync in Receive.
 //
+// A log holds plain batches (Append) or, for a replicated shard, raft
+// entries (AppendEntry, see entries.go): the same segments, indexes and
+// recovery then serve as raft's log storage, so each record is written once
+// per replica.
+//
 // # Layout
 //
 // A log directory holds, per segment, <base>.log, <base>.index and
 // <base>.timeindex, named by the segment's first offset, and one
-// durable.mark: the offset below which every record has been fsynced, in two
+// durable.mark: the offset below which every record has been fsynced (and,
+// in a log of raft entries, the index up to which every entry has), in two
 // checksummed slots written alternately so a torn write of the mark leaves
 // the previous value readable.
 //
 // # Recovery
 //
 // Open scans every batch the durable mark does not cover, starting from the
-// last index entry at or below the mark (every batch of every segment with
+// last index entry below the mark (every batch of every segment with
 // Config.VerifyOnOpen, or of a segment whose index had to be rebuilt), and
 // applies these rules at the first damaged batch:
 //
@@ -28,10 +34,13 @@
 //     offset.
 //   - Anything else is ErrCorrupt and Open refuses: damage below the durable
 //     mark (those records were fsynced, and under FsyncOnCommit
-//     acknowledged, so they are not a torn write), damage followed by a
-//     valid batch, damage in a sealed segment, a checksummed batch with the
-//     wrong offset, offsets that do not continue from one segment to the
-//     next, or a log that ends below the durable mark.
+//     acknowledged, so they are not a torn write; a raft entry counts as
+//     below the mark when the mark's index reaches it, which matters for
+//     entries without records, whose offset says nothing), damage followed
+//     by a valid batch, damage in a sealed segment, a checksummed batch with
+//     the wrong offset, offsets that do not continue from one segment to the
+//     next, raft entries whose indexes or terms go back or that mix with
+//     plain batches, or a log that ends below the durable mark.
 //
 // The mark is what separates a torn, never-synced tail from a bit flip in
 // synced data: without it the last batch of the log is ambiguous, and a
@@ -50,6 +59,11 @@
 // damage there is found when a read reaches it (ErrCorrupt from Read), never
 // served, and never truncated. Open finishes by fsyncing what it recovered
 // and moving the mark to the log's end.
+//
+// The mark only rises, except in TruncateEntries, which removes synced
+// entries: it lowers the mark before it removes anything (see there), so a
+// crash in the middle recovers either log, never one that ends below its
+// mark.
 //
 // Known limits, each refused rather than guessed at: a power cut between a
 // segment roll and the next sync pass can leave the sealed segment short
@@ -73,6 +87,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -182,10 +197,24 @@ func (c Config) withDefaults() (Config, error) {
 // offsets make appends sequential: one owner (the shard actor) appends,
 // while any goroutine may read.
 type Log struct {
-	dir  string
-	cfg  Config
-	fs   FS
-	mark *markFile // written by the syncer only, or by Open and Close while it is not running
+	dir string
+	cfg Config
+	fs  FS
+	// mark is written by a sync pass or TruncateEntries, each holding
+	// syncMu, or by Open and Close while the syncer is not running.
+	mark *markFile
+
+	// syncMu is held by a sync pass from the moment it takes its target
+	// until it has written the mark, and by TruncateEntries: otherwise a
+	// pass could write a mark computed before a truncation after it, and
+	// the mark would claim entries the log no longer holds. Lock order:
+	// syncMu, then mu.
+	syncMu sync.Mutex
+
+	// truncations counts the TruncateEntries calls that removed something.
+	// A reader that reads a file without l.mu compares it before and after:
+	// a change means the bytes under it may have been cut or rewritten.
+	truncations atomic.Uint64
 
 	wake       chan struct{} // capacity 1: a sync is wanted
 	stop       chan struct{} // closed by Close: the syncer exits
@@ -193,16 +222,26 @@ type Log struct {
 
 	mu struct {
 		sync.Mutex
-		segments []*segment // oldest first; the last is the active one
-		next     uint64     // offset the next append must start at
-		synced   uint64     // every record below it is fsynced
-		lastTime int64      // time of the newest batch, unix µs
-		dirty    []*segment // written since the syncer's last pass, each holding a reference
-		dirDirty bool       // a segment file was created since the last directory fsync
-		waiters  []waiter
-		err      error // the poison: set once, by a failed write or fsync
-		closed   bool
-		scratch  []byte // Append's encoding buffer
+		segments    []*segment // oldest first; the last is the active one
+		next        uint64     // offset the next append must start at
+		synced      uint64     // every record below it is fsynced
+		syncedIndex uint64     // every raft entry up to this index is fsynced; 0 for none
+		lastTime    int64      // time of the newest batch, unix µs
+		dirty       []*segment // written since the syncer's last pass, each holding a reference
+		dirDirty    bool       // a segment file was created since the last directory fsync
+		waiters     []waiter
+		err         error // the poison: set once, by a failed write or fsync
+		closed      bool
+		scratch     []byte // Append's encoding buffer
+
+		format  logFormat
+		last    lastEntry // the newest raft entry, when hasLast
+		hasLast bool
+		// anyIndex: TruncateEntries ran since the last AppendEntry, which
+		// may then skip indexes (not go back).
+		anyIndex bool
+		floor    uint64               // SetEntryFloor's: no TruncateEntries at or below it
+		cursors  map[*Cursor]struct{} // open cursors: TruncateEntries tells each where it cut
 	}
 }
 
@@ -228,7 +267,8 @@ const maxKeptScratch = 1 << 20
 //
 // A failed write returns ErrIO and poisons the log. Whatever part of the
 // batch reached the file is not part of the log: readers never see it, and
-// Open truncates it as a torn tail.
+// Open truncates it as a torn tail. A log of raft entries (AppendEntry)
+// refuses plain batches: ErrMixedFormats.
 func (l *Log) Append(base uint64, records [][]byte, now time.Time) (Appended, error) {
 	return l.AppendStamped(base, records, now, nil)
 }
@@ -245,50 +285,76 @@ func (l *Log) AppendStamped(base uint64, records [][]byte, now time.Time, stamp 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.mu.closed:
-		return Appended{}, ErrClosed
-	case l.mu.err != nil:
-		return Appended{}, l.mu.err
-	case base != l.mu.next:
+	if err := l.appendableLocked(formatPlain); err != nil {
+		return Appended{}, err
+	}
+	if base != l.mu.next {
 		return Appended{}, &ErrOffsetMismatch{Want: l.mu.next, Got: base}
 	}
 	t := max(now.UnixMicro(), l.mu.lastTime)
-	buf := appendBatch(l.mu.scratch[:0], base, t, records, stamp)
+	buf := l.keepScratchLocked(appendBatch(l.mu.scratch[:0], base, t, records, stamp))
+	if err := l.writeLocked(buf, base, len(records), t); err != nil {
+		return Appended{}, err
+	}
+	l.mu.format = formatPlain
+	return Appended{Base: base, Next: l.mu.next, Time: time.UnixMicro(t)}, nil
+}
+
+// appendableLocked says why an append of format f cannot go in now, if it
+// cannot. REQUIRES: l.mu is held.
+func (l *Log) appendableLocked(f logFormat) error {
+	switch {
+	case l.mu.closed:
+		return ErrClosed
+	case l.mu.err != nil:
+		return l.mu.err
+	case l.mu.format != formatUnknown && l.mu.format != f:
+		return ErrMixedFormats
+	}
+	return nil
+}
+
+// keepScratchLocked keeps buf's array as the next append's encoding buffer
+// unless it grew too large, and returns buf. REQUIRES: l.mu is held.
+func (l *Log) keepScratchLocked(buf []byte) []byte {
 	if cap(buf) <= maxKeptScratch {
 		l.mu.scratch = buf[:0]
 	}
+	return buf
+}
 
-	s := l.mu.segments[len(l.mu.segments)-1]
-	if s.size > 0 && s.size+int64(len(buf)) > l.cfg.SegmentBytes {
-		var err error
-		if s, err = l.rollLocked(base); err != nil {
-			return Appended{}, l.poisonLocked(err)
-		}
+// writeLocked writes one encoded batch holding count records from base,
+// stored at time t: it rolls to a new segment first if the batch does not
+// fit, indexes it when due, and queues the segment for the syncer. A failed
+// write poisons the log. REQUIRES: l.mu is held.
+func (l *Log) writeLocked(buf []byte, base uint64, count int, t int64) error {
+	s, err := l.segmentToWriteLocked(len(buf), base)
+	if err != nil {
+		return err
 	}
 	// The index entry goes first: if the batch's write then fails, the
 	// entry points past the log's end and Open rebuilds the index, whereas
 	// the other order could leave a complete batch whose Append failed.
 	pos := s.size
-	indexed := indexDue(pos, s.lastIndexed, l.cfg.IndexIntervalBytes)
+	indexed := indexDue(pos, s.lastIndexed, l.cfg.IndexIntervalBytes, base, s.base, count)
 	entry := indexEntry{rel: uint32(base - s.base), pos: uint32(pos), time: t}
 	if indexed {
 		if err := s.writeIndexEntryLocked(entry); err != nil {
-			return Appended{}, l.poisonLocked(err)
+			return l.poisonLocked(err)
 		}
 	}
 	if _, err := s.log.WriteAt(buf, pos); err != nil {
 		// Best effort: cut the partial batch now. If that fails too, Open
 		// finds it as a torn tail above the durable mark.
 		_ = s.log.Truncate(pos)
-		return Appended{}, l.poisonLocked(&ErrIO{Op: "write", Path: s.path(logExt), Err: err})
+		return l.poisonLocked(&ErrIO{Op: "write", Path: s.path(logExt), Err: err})
 	}
 	if indexed {
 		s.entries = append(s.entries, entry)
 		s.lastIndexed = pos
 	}
 	s.size += int64(len(buf))
-	s.next = base + uint64(len(records))
+	s.next = base + uint64(count)
 	s.lastTime = t
 	l.mu.next = s.next
 	l.mu.lastTime = t
@@ -296,7 +362,32 @@ func (l *Log) AppendStamped(base uint64, records [][]byte, now time.Time, stamp 
 	if l.cfg.Fsync == FsyncOnCommit {
 		l.kick()
 	}
-	return Appended{Base: base, Next: s.next, Time: time.UnixMicro(t)}, nil
+	return nil
+}
+
+// segmentToWriteLocked returns the segment a batch of n bytes at base goes
+// to: the active one, or a new one if the batch would take the active one
+// past SegmentBytes. A segment that holds raft entries without records only
+// does not roll: the new segment would have its base, hence its file name.
+// Such entries are few and small (a new leader's first, conf changes), so
+// it outgrows SegmentBytes until a batch with records lets it roll, up to
+// the size whose positions the indexes can hold. REQUIRES: l.mu is held.
+func (l *Log) segmentToWriteLocked(n int, base uint64) (*segment, error) {
+	s := l.mu.segments[len(l.mu.segments)-1]
+	end := s.size + int64(n)
+	switch {
+	case s.size == 0 || end <= l.cfg.SegmentBytes:
+		return s, nil
+	case s.next > s.base:
+		s, err := l.rollLocked(base)
+		if err != nil {
+			return nil, l.poisonLocked(err)
+		}
+		return s, nil
+	case end > maxSegmentBytes+maxBatchBytes:
+		return nil, fmt.Errorf("persistence: %s holds %d bytes of entries without records, as many as one segment can index", s.name(), s.size)
+	}
+	return s, nil
 }
 
 // rollLocked seals the active segment and starts one at base. The syncer

@@ -64,6 +64,14 @@ func (l *Log) Read(from uint64, maxRecords, maxBytes int) (Page, error) {
 // replay that started never loses the segment under it. Moving on to a
 // segment retention already removed is ErrOffsetTooOld. A Cursor is for one
 // goroutine at a time; Close it when done.
+//
+// TruncateEntries may remove records from under a cursor. One that has not
+// returned any of them carries on where its next record now is (the
+// records appended after the truncation). One that has returned some fails
+// with ErrTruncated from then on: its reader has seen records the log no
+// longer holds, and offsets it has passed may now hold different ones. A
+// page read while a truncation ran loses the records at or past the cut,
+// which the next page reads again.
 type Cursor struct {
 	l       *Log
 	seg     *segment // nil once closed
@@ -71,7 +79,14 @@ type Cursor struct {
 	posBase uint64   // the offset of the batch at pos
 	next    uint64   // the next offset to return
 	err     error    // a deferred unlink that failed, for Close
+	epoch   uint64   // l.truncations when the cursor last checked its position
+	// cut, guarded by l.mu, is the lowest end TruncateEntries left the log
+	// at since the cursor last checked, or noCut.
+	cut uint64
 }
+
+// noCut is a Cursor's cut when no truncation is pending for it.
+const noCut = ^uint64(0)
 
 // Cursor returns a cursor at offset from, which must be between StartOffset
 // and NextOffset.
@@ -87,19 +102,29 @@ func (l *Log) Cursor(from uint64) (*Cursor, error) {
 	s := l.segmentForLocked(from)
 	s.refs++
 	pos, base := s.locateLocked(from)
-	return &Cursor{l: l, seg: s, pos: pos, posBase: base, next: from}, nil
+	c := &Cursor{l: l, seg: s, pos: pos, posBase: base, next: from, epoch: l.truncations.Load(), cut: noCut}
+	l.mu.cursors[c] = struct{}{}
+	return c, nil
 }
 
 // Offset is the next offset the cursor returns.
 func (c *Cursor) Offset() uint64 { return c.next }
 
-// Close releases the cursor's segment, unlinking it if retention removed it
-// meanwhile. It returns an unlink that failed.
+// Close releases the cursor's segment, unlinking it if retention or
+// TruncateEntries removed it meanwhile. It returns an unlink that failed.
 func (c *Cursor) Close() error {
 	if c.seg == nil {
 		return c.err
 	}
-	err := c.l.release(c.seg)
+	l := c.l
+	l.mu.Lock()
+	delete(l.mu.cursors, c)
+	last := l.releaseLocked(c.seg)
+	l.mu.Unlock()
+	var err error
+	if last {
+		err = c.seg.finalize(l.fs)
+	}
 	c.seg = nil
 	return errors.Join(c.err, err)
 }
@@ -109,6 +134,38 @@ func (c *Cursor) Next(maxRecords, maxBytes int) (Page, error) {
 	if c.seg == nil {
 		return Page{Next: c.next}, ErrClosed
 	}
+	from := c.next
+	page, err := c.read(maxRecords, maxBytes)
+	if c.l.truncations.Load() != c.epoch {
+		return c.trimTruncated(from, page, err)
+	}
+	return page, err
+}
+
+// trimTruncated finishes a page read while TruncateEntries ran: the records
+// at or past its cut may be removed ones or bytes being rewritten, so they
+// are dropped, and so is a read error, which the cut may explain. The next
+// call repositions the cursor (advance) and reads them again, or reports
+// real damage then.
+func (c *Cursor) trimTruncated(from uint64, page Page, err error) (Page, error) {
+	c.l.mu.Lock()
+	cut := c.cut
+	c.l.mu.Unlock()
+	switch {
+	case cut == noCut:
+		return page, err
+	case from > cut:
+		return Page{Next: from}, ErrTruncated
+	}
+	n := sort.Search(len(page.Records), func(i int) bool { return page.Records[i].Offset >= cut })
+	page.Records = page.Records[:n]
+	c.next = min(c.next, cut)
+	page.Next = c.next
+	return page, nil
+}
+
+// read is Next without the truncation check.
+func (c *Cursor) read(maxRecords, maxBytes int) (Page, error) {
 	if maxRecords <= 0 {
 		maxRecords = DefaultMaxRecordsPerRead
 	}
@@ -176,7 +233,8 @@ func (c *Cursor) Next(maxRecords, maxBytes int) (Page, error) {
 }
 
 // advance returns how far the cursor's segment may be read, first moving
-// the cursor to the next segment if it has read all of a sealed one.
+// the cursor back onto the log if TruncateEntries cut it, and to the next
+// segment if it has read all of a sealed one.
 func (c *Cursor) advance() (int64, error) {
 	l := c.l
 	l.mu.Lock()
@@ -185,24 +243,47 @@ func (c *Cursor) advance() (int64, error) {
 		return 0, ErrClosed
 	}
 	var done []*segment
+	fail := func(err error) (int64, error) {
+		l.mu.Unlock()
+		c.finalize(done)
+		return 0, err
+	}
+	if c.cut != noCut {
+		if c.next > c.cut {
+			return fail(ErrTruncated) // and again on every call: cut stays
+		}
+		c.cut = noCut
+		if err := l.checkReadableLocked(c.next); err != nil {
+			return fail(err)
+		}
+		done = c.moveToLocked(l.segmentForLocked(c.next), done)
+	}
+	c.epoch = l.truncations.Load()
 	for c.pos >= c.seg.size && c.seg != l.mu.segments[len(l.mu.segments)-1] {
 		if err := l.checkReadableLocked(c.next); err != nil {
-			l.mu.Unlock()
-			c.finalize(done)
-			return 0, err
+			return fail(err)
 		}
-		s := l.segmentForLocked(c.next)
-		s.refs++
-		if l.releaseLocked(c.seg) {
-			done = append(done, c.seg)
-		}
-		c.seg = s
-		c.pos, c.posBase = s.locateLocked(c.next)
+		done = c.moveToLocked(l.segmentForLocked(c.next), done)
 	}
 	limit := c.seg.size
 	l.mu.Unlock()
 	c.finalize(done)
 	return limit, nil
+}
+
+// moveToLocked points the cursor at c.next in s, trading its reference to
+// its old segment for one to s; a segment whose last reference went is
+// added to done, for finalize. REQUIRES: l.mu is held.
+func (c *Cursor) moveToLocked(s *segment, done []*segment) []*segment {
+	if s != c.seg {
+		s.refs++
+		if c.l.releaseLocked(c.seg) {
+			done = append(done, c.seg)
+		}
+		c.seg = s
+	}
+	c.pos, c.posBase = s.locateLocked(c.next)
+	return done
 }
 
 func (c *Cursor) finalize(segs []*segment) {
@@ -216,8 +297,27 @@ func (c *Cursor) finalize(segs []*segment) {
 // the older ones), and NextOffset if every record is older. Batch times never
 // decrease (Append clamps them), so the time index answers with one binary
 // search and a scan of at most one index interval.
+//
+// A lookup that fails while TruncateEntries rewrites the segment it reads
+// is tried again, up to maxTruncatedRetries times.
 func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 	us := unixMicro(t)
+	for attempt := 0; ; attempt++ {
+		epoch := l.truncations.Load()
+		off, err := l.offsetForTime(us)
+		if err == nil || attempt == maxTruncatedRetries || l.truncations.Load() == epoch {
+			return off, err
+		}
+	}
+}
+
+// maxTruncatedRetries bounds how often a reader tries again because
+// TruncateEntries ran under it. Truncations are rare (a raft follower meets
+// a conflicting tail), so a second attempt nearly always finds the log
+// still.
+const maxTruncatedRetries = 3
+
+func (l *Log) offsetForTime(us int64) (uint64, error) {
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -254,6 +354,9 @@ func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 				return 0, readFailure(s, pos, err)
 			}
 			if v.time >= us {
+				// A raft entry without records answers its base, the
+				// offset of the first record after it: every record
+				// before it is older than t.
 				return v.base, nil
 			}
 			pos += int64(n)
@@ -368,6 +471,35 @@ func (r *chunkReader) frameAt(pos int64) ([]byte, error) {
 		return nil, err
 	}
 	return r.bytes(pos, n)
+}
+
+// headerAt decodes the header of the batch at pos, reading no record and
+// checking no checksum, and returns it with the frame's length. Its
+// meta.Control aliases the reader's buffer.
+func (r *chunkReader) headerAt(pos int64) (batchView, int, error) {
+	hdr, err := r.bytes(pos, frameHeaderLen)
+	if err != nil {
+		return batchView{}, 0, err
+	}
+	n, err := frameLen(hdr)
+	if err != nil {
+		return batchView{}, 0, err
+	}
+	fixed, _ := fixedLen(hdr[0])
+	if hdr, err = r.bytes(pos, frameHeaderLen+fixed); err != nil {
+		return batchView{}, 0, err
+	}
+	hl := headerLen(hdr)
+	if hl > n {
+		return batchView{}, 0, errMalformed
+	}
+	if hl > len(hdr) {
+		if hdr, err = r.bytes(pos, hl); err != nil {
+			return batchView{}, 0, err
+		}
+	}
+	v, err := decodeHeader(hdr)
+	return v, n, err
 }
 
 // batchAt decodes the batch at pos.

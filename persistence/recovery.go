@@ -33,6 +33,7 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 		stop:       make(chan struct{}),
 		syncerDone: make(chan struct{}),
 	}
+	l.mu.cursors = map[*Cursor]struct{}{}
 	if err := l.recover(); err != nil {
 		return nil, err
 	}
@@ -57,6 +58,7 @@ func (l *Log) recover() (err error) {
 	}
 
 	var segs []*segment
+	var st scanState
 	defer func() {
 		if err != nil {
 			for _, s := range segs {
@@ -65,8 +67,8 @@ func (l *Log) recover() (err error) {
 		}
 	}()
 	if len(bases) == 0 {
-		if marked > 0 {
-			return &ErrCorrupt{Segment: markName, Reason: fmt.Sprintf("offsets below %d were synced but the log has no segments", marked)}
+		if marked != (markPoint{}) {
+			return &ErrCorrupt{Segment: markName, Reason: fmt.Sprintf("offsets below %d and entries up to %d were synced but the log has no segments", marked.offset, marked.index)}
 		}
 		s, err := createSegment(fsys, l.dir, 0)
 		if err != nil {
@@ -81,7 +83,7 @@ func (l *Log) recover() (err error) {
 			}
 			segs = append(segs, s)
 		}
-		if segs, err = l.checkSegments(segs, marked); err != nil {
+		if segs, st, err = l.checkSegments(segs, marked); err != nil {
 			return err
 		}
 	}
@@ -93,9 +95,11 @@ func (l *Log) recover() (err error) {
 		}
 	}
 	// Make what was recovered durable before the mark says so: after a
-	// kill -9 the page cache held records no fsync had covered yet.
+	// kill -9 the page cache held records no fsync had covered yet. The
+	// segment that ends at the marked offset may hold entries without
+	// records after it, which the mark's offset does not cover.
 	for _, s := range segs {
-		if s.next > marked || s == active {
+		if s.next >= marked.offset || s == active {
 			if err := s.log.Sync(); err != nil {
 				return fmt.Errorf("persistence: fsync %s: %w", s.name(), err)
 			}
@@ -104,7 +108,10 @@ func (l *Log) recover() (err error) {
 	if err := fsys.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("persistence: fsync %s: %w", l.dir, err)
 	}
-	end := active.next
+	end := markPoint{offset: active.next}
+	if st.hasLast {
+		end.index = st.last.Index
+	}
 	if markFound {
 		l.mark, err = openMark(fsys, l.dir, markSeq, marked)
 		if err == nil {
@@ -121,8 +128,9 @@ func (l *Log) recover() (err error) {
 	}
 
 	l.mu.segments = segs
-	l.mu.next = end
-	l.mu.synced = end
+	l.mu.next = end.offset
+	l.mu.synced, l.mu.syncedIndex = end.offset, end.index
+	l.mu.format, l.mu.last, l.mu.hasLast = st.format, st.last, st.hasLast
 	for _, s := range segs {
 		l.mu.lastTime = max(l.mu.lastTime, s.lastTime)
 	}
@@ -207,6 +215,7 @@ func openSegment(fsys FS, dir string, base uint64) (*segment, error) {
 type defect struct {
 	pos    int64
 	offset uint64 // the offset the batch should have started at
+	index  uint64 // the raft index it should have had at least; 0 when unknown or not an entry log
 	reason string
 	// torn: damage a crash can leave (see isFrameError). A checksummed
 	// batch that is inconsistent was written that way and is never torn.
@@ -215,8 +224,10 @@ type defect struct {
 
 // checkSegments validates segs in order, truncates a torn tail, removes
 // empty segments that follow it, and returns the segments that remain, open
-// (also with an error: the caller closes them).
-func (l *Log) checkSegments(segs []*segment, marked uint64) ([]*segment, error) {
+// (also with an error: the caller closes them), and what the scans learned
+// of the log's format and last entry.
+func (l *Log) checkSegments(segs []*segment, marked markPoint) ([]*segment, scanState, error) {
+	var st scanState
 	for i := 0; i < len(segs); i++ {
 		s := segs[i]
 		fileSize := s.size
@@ -225,76 +236,101 @@ func (l *Log) checkSegments(segs []*segment, marked uint64) ([]*segment, error) 
 
 		loaded, ok := loadIndexes(l.fs, s, fileSize)
 		// Everything the mark does not cover is scanned: from the last
-		// index entry at or below the mark, so that damage anywhere in
-		// unsynced data is classified, not only at the very end.
+		// index entry below the mark, so that damage anywhere in unsynced
+		// data is classified, not only at the very end. Below, not at:
+		// the batch the scan starts with is then synced, and so are any
+		// entries without records before it, which share its offset.
 		var res scanResult
 		var err error
 		k := -1
 		if ok && !l.cfg.VerifyOnOpen {
-			k = sort.Search(len(loaded), func(i int) bool { return s.base+uint64(loaded[i].rel) > marked }) - 1
+			k = sort.Search(len(loaded), func(i int) bool { return s.base+uint64(loaded[i].rel) >= marked.offset }) - 1
 		}
 		if k >= 0 {
 			from := loaded[k]
-			res, err = scanSegment(s, int64(from.pos), s.base+uint64(from.rel), from.time, fileSize, loaded[:k+1:k+1], l.cfg.IndexIntervalBytes)
+			res, err = scanSegment(s, int64(from.pos), s.base+uint64(from.rel), from.time, fileSize, loaded[:k+1:k+1], l.cfg.IndexIntervalBytes, &st)
 		} else {
-			res, err = scanSegment(s, 0, s.base, 0, fileSize, nil, l.cfg.IndexIntervalBytes)
+			res, err = scanSegment(s, 0, s.base, 0, fileSize, nil, l.cfg.IndexIntervalBytes, &st)
 		}
 		if err != nil {
-			return segs, fmt.Errorf("persistence: read %s: %w", s.name(), err)
+			return segs, st, fmt.Errorf("persistence: read %s: %w", s.name(), err)
 		}
 
 		if d := res.defect; d != nil {
 			corrupt := &ErrCorrupt{Segment: s.name(), Position: d.pos, Reason: d.reason}
+			synced := marked.covers(d)
 			switch {
 			case !d.torn:
-				return segs, corrupt
-			case d.offset < marked:
-				corrupt.Reason += fmt.Sprintf(" (offsets below %d were synced)", marked)
-				return segs, corrupt
+				return segs, st, corrupt
+			case synced != "":
+				corrupt.Reason += synced
+				return segs, st, corrupt
 			case !canBeTail:
 				corrupt.Reason += " in a sealed segment"
-				return segs, corrupt
+				return segs, st, corrupt
 			}
 			at, found, err := validBatchAfter(s.log, d.pos+1, fileSize)
 			if err != nil {
-				return segs, fmt.Errorf("persistence: read %s: %w", s.name(), err)
+				return segs, st, fmt.Errorf("persistence: read %s: %w", s.name(), err)
 			}
 			if found {
 				corrupt.Reason += fmt.Sprintf(", followed by a valid batch at byte %d", at)
-				return segs, corrupt
+				return segs, st, corrupt
 			}
 			if err := s.log.Truncate(res.size); err != nil {
-				return segs, fmt.Errorf("persistence: truncate %s: %w", s.name(), err)
+				return segs, st, fmt.Errorf("persistence: truncate %s: %w", s.name(), err)
 			}
 		}
 		s.size, s.next, s.lastTime = res.size, res.next, res.lastTime
 		s.entries, s.lastIndexed = res.entries, res.lastIndexed
 
 		if i < len(segs)-1 && (res.defect != nil || s.next != segs[i+1].base) {
-			if res.defect == nil && !(s.next < segs[i+1].base && s.next >= marked && laterEmpty) {
-				return segs, &ErrCorrupt{Segment: segs[i+1].name(), Reason: fmt.Sprintf("offsets do not continue: %s ends at offset %d", s.name(), s.next)}
+			if res.defect == nil && !(s.next < segs[i+1].base && s.next >= marked.offset && laterEmpty) {
+				return segs, st, &ErrCorrupt{Segment: segs[i+1].name(), Reason: fmt.Sprintf("offsets do not continue: %s ends at offset %d", s.name(), s.next)}
 			}
 			// A torn tail: the empty segments after it were created for
 			// batches that never reached the device.
 			drop := segs[i+1:]
 			segs = segs[:i+1]
 			if err := removeSegments(l.fs, drop); err != nil {
-				return segs, err
+				return segs, st, err
 			}
 		}
 		if i < len(segs)-1 && (!ok || !slices.Equal(res.entries, loaded)) {
 			if err := s.openIndexFiles(l.fs); err != nil {
-				return segs, fmt.Errorf("persistence: write index of %s: %w", s.name(), err)
+				return segs, st, fmt.Errorf("persistence: write index of %s: %w", s.name(), err)
 			}
 			s.closeIndexFiles()
 		}
 	}
 	last := segs[len(segs)-1]
-	if last.next < marked {
-		return segs, &ErrCorrupt{Segment: last.name(), Position: last.size,
-			Reason: fmt.Sprintf("log ends at offset %d, but offsets below %d were synced", last.next, marked)}
+	if last.next < marked.offset {
+		return segs, st, &ErrCorrupt{Segment: last.name(), Position: last.size,
+			Reason: fmt.Sprintf("log ends at offset %d, but offsets below %d were synced", last.next, marked.offset)}
 	}
-	return segs, nil
+	if marked.index > 0 && (!st.hasLast || st.last.Index < marked.index) {
+		return segs, st, &ErrCorrupt{Segment: last.name(), Position: last.size,
+			Reason: fmt.Sprintf("log ends at entry %d, but entries up to %d were synced", st.last.Index, marked.index)}
+	}
+	return segs, st, nil
+}
+
+// covers says, as a reason's ending, why the mark covers the damage at d
+// (so it cannot be a torn tail), or "" if it does not. A raft entry is
+// covered when the mark's index reaches the index it should have had, the
+// one after the entry before it: that is what tells a synced entry without
+// records, whose offset the mark's offset does not pass, from an unsynced
+// one. With no entry before it (the log's first batch) that index is
+// unknown, and any marked index covers it: entries are synced in log order,
+// so the first one is, unless retention removed every synced one.
+func (m markPoint) covers(d *defect) string {
+	switch {
+	case d.offset < m.offset:
+		return fmt.Sprintf(" (offsets below %d were synced)", m.offset)
+	case m.index > 0 && (d.index == 0 || d.index <= m.index):
+		return fmt.Sprintf(" (entries up to %d were synced)", m.index)
+	}
+	return ""
 }
 
 // removeSegments closes and deletes segments recovery drops.
@@ -374,8 +410,10 @@ type scanResult struct {
 // scanSegment reads s's batches from pos, where the batch at offset off
 // starts, to fileSize: it checks each one, rebuilds index entries for the
 // ones due (appending to entries), and stops at the first damage. The error
-// is an I/O failure; damage is reported as res.defect.
-func scanSegment(s *segment, pos int64, off uint64, lastTime int64, fileSize int64, entries []indexEntry, interval int) (scanResult, error) {
+// is an I/O failure; damage is reported as res.defect. st carries the
+// format and last entry from the batches before, and is left at the last
+// good batch.
+func scanSegment(s *segment, pos int64, off uint64, lastTime int64, fileSize int64, entries []indexEntry, interval int, st *scanState) (scanResult, error) {
 	res := scanResult{size: pos, next: off, lastTime: lastTime, entries: entries, lastIndexed: pos}
 	r := chunkReader{f: s.log, size: fileSize, chunk: scanChunk}
 	for pos < fileSize {
@@ -385,23 +423,28 @@ func scanSegment(s *segment, pos int64, off uint64, lastTime int64, fileSize int
 		if err == nil {
 			v, n, err = decodeBatch(frame)
 		}
+		var reason string
 		switch {
 		case err != nil && isFrameError(err):
-			res.defect = &defect{pos: pos, offset: res.next, reason: err.Error(), torn: true}
+			res.defect = &defect{pos: pos, offset: res.next, index: st.nextIndex(), reason: err.Error(), torn: true}
 			return res, nil
 		case err == errMalformed:
-			res.defect = &defect{pos: pos, offset: res.next, reason: err.Error()}
-			return res, nil
+			reason = err.Error()
 		case err != nil:
 			return res, err
 		case v.base != res.next:
-			res.defect = &defect{pos: pos, offset: res.next, reason: (&offsetMismatch{got: v.base, want: res.next}).Error()}
-			return res, nil
+			reason = (&offsetMismatch{got: v.base, want: res.next}).Error()
 		case v.time < res.lastTime:
-			res.defect = &defect{pos: pos, offset: res.next, reason: fmt.Sprintf("batch time %d is before the previous batch's %d", v.time, res.lastTime)}
+			reason = fmt.Sprintf("batch time %d is before the previous batch's %d", v.time, res.lastTime)
+		default:
+			reason = st.follows(v)
+		}
+		if reason != "" {
+			res.defect = &defect{pos: pos, offset: res.next, index: st.nextIndex(), reason: reason}
 			return res, nil
 		}
-		if indexDue(pos, res.lastIndexed, interval) {
+		st.accept(v)
+		if indexDue(pos, res.lastIndexed, interval, v.base, s.base, int(v.count)) {
 			res.entries = append(res.entries, indexEntry{rel: uint32(v.base - s.base), pos: uint32(pos), time: v.time})
 			res.lastIndexed = pos
 		}
@@ -409,6 +452,50 @@ func scanSegment(s *segment, pos int64, off uint64, lastTime int64, fileSize int
 		res.size, res.next, res.lastTime = pos, v.next(), v.time
 	}
 	return res, nil
+}
+
+// scanState is what recovery carries from batch to batch and from one
+// segment to the next: the log's format and its last raft entry.
+type scanState struct {
+	format  logFormat
+	hasLast bool
+	last    lastEntry
+}
+
+// follows says why v cannot come after the batches scanned so far, or "".
+// Only a bug or a hand-edited log breaks these rules, never a crash, so a
+// batch that does is corrupt, not torn.
+func (st *scanState) follows(v batchView) string {
+	switch {
+	case st.format == formatPlain && v.entry:
+		return "a raft entry among plain batches"
+	case st.format == formatEntries && !v.entry:
+		return "a plain batch among raft entries"
+	case !v.entry || !st.hasLast:
+		return ""
+	case v.meta.Index <= st.last.Index:
+		return fmt.Sprintf("entry index %d after %d", v.meta.Index, st.last.Index)
+	case v.meta.Term < st.last.Term:
+		return fmt.Sprintf("entry term %d after %d", v.meta.Term, st.last.Term)
+	}
+	return ""
+}
+
+// accept moves st past the good batch v.
+func (st *scanState) accept(v batchView) {
+	if !v.entry {
+		st.format = formatPlain
+		return
+	}
+	st.format, st.hasLast, st.last = formatEntries, true, lastEntryOf(v)
+}
+
+// nextIndex is the least index the next entry can have, or 0 when unknown.
+func (st *scanState) nextIndex() uint64 {
+	if st.hasLast {
+		return st.last.Index + 1
+	}
+	return 0
 }
 
 // validBatchAfter looks for a checksummed batch starting anywhere in

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -329,7 +331,7 @@ func TestTornSealedSegmentBeforeEmptyOnes(t *testing.T) {
 	// Rolls wake the syncer under every policy; put the mark back where the
 	// power cut would have found it.
 	os.Remove(filepath.Join(dir, markName))
-	if m, err := createMark(osFS{}, dir, durable); err != nil {
+	if m, err := createMark(osFS{}, dir, markPoint{offset: durable}); err != nil {
 		t.Fatal(err)
 	} else {
 		m.close()
@@ -385,11 +387,11 @@ func TestDurableMark(t *testing.T) {
 	})
 	t.Run("a torn write of one slot", func(t *testing.T) {
 		dir := t.TempDir()
-		m, err := createMark(osFS{}, dir, 10)
+		m, err := createMark(osFS{}, dir, markPoint{offset: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m.write(20)
+		m.write(markPoint{offset: 20})
 		m.close()
 		// Tear the next write: half a slot of new bytes over the older one.
 		b, _ := os.ReadFile(markPath(dir))
@@ -399,7 +401,7 @@ func TestDurableMark(t *testing.T) {
 		e = binary.BigEndian.AppendUint32(e, crc32.Checksum(e, castagnoli))
 		copy(b[markSlotSize:], e[:10])
 		os.WriteFile(markPath(dir), b, 0o644)
-		if synced, _, _, err := readMark(osFS{}, dir); err != nil || synced != 20 {
+		if synced, _, _, err := readMark(osFS{}, dir); err != nil || synced.offset != 20 {
 			t.Fatalf("mark after a torn write: %d, %v; want the previous value 20", synced, err)
 		}
 	})
@@ -490,4 +492,324 @@ func firstAtOrAfter(t *testing.T, l *Log, at time.Time) uint64 {
 		}
 	}
 	return page.Next
+}
+
+// entryTornConfig keeps a torn-entry log in one segment.
+func entryTornConfig() Config {
+	return Config{SegmentBytes: 1 << 20, IndexIntervalBytes: 128, Fsync: FsyncNone}
+}
+
+// tornEntryLog writes entries 1 to 40, syncs, then appends three more, a
+// records entry, a conf change and an empty one, and abandons the log as a
+// crash would. It returns every entry and the positions of the last three.
+func tornEntryLog(t *testing.T) (dir, path string, want []Entry, starts []int64) {
+	t.Helper()
+	dir = t.TempDir()
+	l := mustOpen(t, dir, entryTornConfig())
+	want = appendEntryRange(t, l, 1, 41)
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []EntryKind{EntryRecords, EntryConfChange, EntryEmpty} {
+		meta := EntryMeta{Index: uint64(len(want) + 1), Term: 9, Kind: kind}
+		var records [][]byte
+		if kind == EntryRecords {
+			records = batchOf(l.NextOffset(), 3)
+		} else if kind == EntryConfChange {
+			meta.Control = []byte("add a learner")
+		}
+		base := l.NextOffset()
+		a, err := l.AppendEntry(meta, records, t0.Add(time.Hour), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, Entry{EntryMeta: meta, Base: base, Time: a.Time, Records: records})
+	}
+	l.abandon()
+	logs := segmentFiles(t, dir, logExt)
+	if len(logs) != 1 {
+		t.Fatalf("setup: %d segments, want 1", len(logs))
+	}
+	all, _ := batchStarts(t, logs[0])
+	return dir, logs[0], want, all[len(all)-3:]
+}
+
+// expectEntriesRecovered opens dir and checks it holds exactly want, then
+// that the next entry appends.
+func expectEntriesRecovered(t *testing.T, dir string, want []Entry, what string) {
+	t.Helper()
+	l, err := Open(dir, entryTornConfig())
+	if err != nil {
+		t.Fatalf("%s: Open: %v", what, err)
+	}
+	defer mustClose(t, l)
+	checkEntries(t, l, want)
+	next := uint64(1)
+	if len(want) > 0 {
+		next = want[len(want)-1].Index + 1
+	}
+	want = append(want[:len(want):len(want)], appendEntryInTerm(t, l, next, 50))
+	checkEntries(t, l, want)
+}
+
+// TestTornEntryTailAtEveryByte cuts the three unsynced entries at every byte,
+// and zero-fills them from every seventh: the log recovers to the last whole
+// entry, whatever its kind.
+func TestTornEntryTailAtEveryByte(t *testing.T) {
+	dir, path, want, starts := tornEntryLog(t)
+	size := fileSize(t, path)
+	for cut := starts[0]; cut <= size; cut++ {
+		whole := len(want) - 3
+		for _, s := range starts[1:] {
+			if cut >= s {
+				whole++
+			}
+		}
+		if cut == size {
+			whole = len(want)
+		}
+		for _, zero := range []bool{false, true} {
+			if zero && (cut%7 != 0 || cut == size) {
+				continue
+			}
+			d := filepath.Join(t.TempDir(), "log")
+			copyDir(t, dir, d)
+			p := filepath.Join(d, filepath.Base(path))
+			if zero {
+				b, _ := os.ReadFile(p)
+				if !slices.ContainsFunc(b[cut:], func(c byte) bool { return c != 0 }) {
+					continue // an entry without records ends in zeros: nothing to damage
+				}
+				clear(b[cut:])
+				os.WriteFile(p, b, 0o644)
+			} else {
+				os.Truncate(p, cut)
+			}
+			expectEntriesRecovered(t, d, want[:whole], fmt.Sprintf("cut at byte %d (zero-filled %v)", cut, zero))
+		}
+	}
+}
+
+// TestEntryBitFlips: damage to a synced entry is ErrCorrupt even when the
+// entry has no records, so the mark's offset cannot see it (its index can);
+// damage to the unsynced tail is a torn tail.
+func TestEntryBitFlips(t *testing.T) {
+	setup := func(t *testing.T) (dir, path string, want []Entry, starts []int64) {
+		// Entries 1 to 40, the last synced one a conf change: then two
+		// unsynced ones.
+		dir = t.TempDir()
+		l := mustOpen(t, dir, entryTornConfig())
+		want = appendEntryRange(t, l, 1, 40)
+		cc := EntryMeta{Index: 40, Term: 9, Kind: EntryConfChange, Control: []byte("remove node 3")}
+		base := l.NextOffset()
+		a, err := l.AppendEntry(cc, nil, t0.Add(time.Hour), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, Entry{EntryMeta: cc, Base: base, Time: a.Time})
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, appendEntryInTerm(t, l, 41, 9), appendEntryInTerm(t, l, 42, 9))
+		l.abandon()
+		path = segmentFiles(t, dir, logExt)[0]
+		starts, _ = batchStarts(t, path)
+		return dir, path, want, starts
+	}
+	bodyOf := func(start int64) int64 { return start + batchHeaderLen + 2 }
+	n := func(starts []int64) int { return len(starts) }
+
+	t.Run("synced conf change, unsynced tail cut before it", func(t *testing.T) {
+		dir, path, _, starts := setup(t)
+		flipBit(t, path, bodyOf(starts[n(starts)-3]))
+		os.Truncate(path, starts[n(starts)-2]+7)
+		expectCorrupt(t, dir, Config{}, filepath.Base(path), "entries up to 40 were synced", "a flip in the last synced entry, which has no records")
+		// Refused before anything was truncated: the damage is left for
+		// whoever looks into it.
+		if got := fileSize(t, path); got != starts[n(starts)-2]+7 {
+			t.Fatalf("a refused Open changed the segment from %d to %d bytes", starts[n(starts)-2]+7, got)
+		}
+	})
+	t.Run("synced conf change, no mark: the weaker rule truncates it", func(t *testing.T) {
+		dir, path, want, starts := setup(t)
+		flipBit(t, path, bodyOf(starts[n(starts)-3]))
+		os.Truncate(path, starts[n(starts)-2])
+		os.Remove(filepath.Join(dir, markName))
+		expectEntriesRecovered(t, dir, want[:39], "a flip in the last entry without a mark")
+	})
+	t.Run("synced conf change cut off cleanly", func(t *testing.T) {
+		dir, path, _, starts := setup(t)
+		os.Truncate(path, starts[n(starts)-3])
+		expectCorrupt(t, dir, Config{}, filepath.Base(path), "log ends at entry 39, but entries up to 40 were synced", "a synced entry without records removed whole")
+	})
+	t.Run("unsynced entries cut off cleanly", func(t *testing.T) {
+		dir, path, want, starts := setup(t)
+		os.Truncate(path, starts[n(starts)-2])
+		expectEntriesRecovered(t, dir, want[:40], "the unsynced entries removed whole")
+	})
+	t.Run("last, unsynced entry flipped: a torn tail", func(t *testing.T) {
+		dir, path, want, starts := setup(t)
+		flipBit(t, path, bodyOf(starts[n(starts)-1]))
+		expectEntriesRecovered(t, dir, want[:41], "a flip in the last, unsynced entry")
+	})
+	t.Run("unsynced entry followed by a valid one", func(t *testing.T) {
+		dir, path, _, starts := setup(t)
+		flipBit(t, path, bodyOf(starts[n(starts)-2]))
+		expectCorrupt(t, dir, Config{}, filepath.Base(path), "followed by a valid batch", "a flip before the last entry")
+	})
+	t.Run("the log's first entry, synced", func(t *testing.T) {
+		dir, path, _, starts := setup(t)
+		flipBit(t, path, bodyOf(starts[0]))
+		os.Truncate(path, starts[1])
+		expectCorrupt(t, dir, Config{}, filepath.Base(path), "were synced", "a flip in the first entry, everything after it cut")
+	})
+	t.Run("a synced entry, verifying", func(t *testing.T) {
+		dir, path, _, starts := setup(t)
+		flipBit(t, path, bodyOf(starts[5]))
+		expectCorrupt(t, dir, Config{VerifyOnOpen: true}, filepath.Base(path), "were synced", "a flip inside, verified")
+	})
+}
+
+// TestTruncateEntriesThenCrash crashes right after a truncation, after
+// appends that followed it, and (by hand) between the truncation's steps:
+// every state recovers, as the cut log or as the log before the cut, never
+// as corrupt.
+func TestTruncateEntriesThenCrash(t *testing.T) {
+	prepare := func(t *testing.T, fsys *faultFS) (dir string, l *Log, want []Entry, index uint64) {
+		dir = t.TempDir()
+		var opts []Option
+		if fsys != nil {
+			opts = append(opts, WithFS(fsys))
+		}
+		l = mustOpen(t, dir, smallConfig(), opts...)
+		want = appendEntryRange(t, l, 1, 120)
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, appendEntryRange(t, l, 120, 130)...)
+		firsts := segmentFirstIndexes(t, dir)
+		return dir, l, want, firsts[len(firsts)-4] + 2 // synced and unsynced entries, several segments
+	}
+	reopen := func(t *testing.T, dir string, want []Entry, what string) {
+		t.Helper()
+		l, err := Open(dir, smallConfig())
+		if err != nil {
+			t.Fatalf("%s: Open: %v", what, err)
+		}
+		defer mustClose(t, l)
+		checkEntries(t, l, want)
+	}
+
+	t.Run("kill right after", func(t *testing.T) {
+		dir, l, want, index := prepare(t, nil)
+		if err := l.TruncateEntries(index); err != nil {
+			t.Fatal(err)
+		}
+		l.abandon()
+		reopen(t, dir, want[:index-1], "killed after the truncation")
+	})
+	t.Run("kill after appends that followed", func(t *testing.T) {
+		dir, l, want, index := prepare(t, nil)
+		if err := l.TruncateEntries(index); err != nil {
+			t.Fatal(err)
+		}
+		want = want[:index-1]
+		for i := index; i < index+30; i++ {
+			want = append(want, appendEntryInTerm(t, l, i, 100))
+		}
+		l.abandon()
+		reopen(t, dir, want, "killed after new appends")
+	})
+	t.Run("power loss after appends, some synced", func(t *testing.T) {
+		fsys := newFaultFS()
+		dir, l, want, index := prepare(t, fsys)
+		if err := l.TruncateEntries(index); err != nil {
+			t.Fatal(err)
+		}
+		want = want[:index-1]
+		for i := index; i < index+20; i++ {
+			want = append(want, appendEntryInTerm(t, l, i, 100))
+		}
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		for i := index + 20; i < index+40; i++ {
+			want = append(want, appendEntryInTerm(t, l, i, 100))
+		}
+		l.abandon()
+		fsys.powerLoss(t, dir)
+		// Rolls wake the syncer under every policy, so some of the last
+		// twenty may have been synced too: the log keeps a prefix of them.
+		l = mustOpen(t, dir, smallConfig())
+		defer mustClose(t, l)
+		last, ok := l.LastEntry()
+		if !ok || last.Index < index+19 {
+			t.Fatalf("after a power loss: last entry %d (%v), want at least the synced %d", last.Index, ok, index+19)
+		}
+		checkEntries(t, l, want[:last.Index])
+	})
+	t.Run("power loss right after", func(t *testing.T) {
+		fsys := newFaultFS()
+		dir, l, want, index := prepare(t, fsys)
+		if err := l.TruncateEntries(index); err != nil {
+			t.Fatal(err)
+		}
+		l.abandon()
+		fsys.powerLoss(t, dir)
+		reopen(t, dir, want[:index-1], "power loss after the truncation")
+	})
+	t.Run("crash between the steps", func(t *testing.T) {
+		dir, l, want, index := prepare(t, nil)
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		l.abandon()
+		// What the truncation writes, learned from a copy that does it.
+		done := filepath.Join(t.TempDir(), "done")
+		copyDir(t, dir, done)
+		l = mustOpen(t, done, smallConfig())
+		if err := l.TruncateEntries(index); err != nil {
+			t.Fatal(err)
+		}
+		mustClose(t, l)
+		lowered, _, _, err := readMark(osFS{}, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := segmentFiles(t, done, logExt)
+
+		// Step 1 only: the mark lowered, the files whole.
+		markOnly := filepath.Join(t.TempDir(), "mark-only")
+		copyDir(t, dir, markOnly)
+		writeMark(t, markOnly, lowered)
+		reopen(t, markOnly, want, "crashed after lowering the mark")
+		// Steps 1 and 2: the later segments gone, the cut one whole.
+		noTail := filepath.Join(t.TempDir(), "segments-gone")
+		copyDir(t, dir, noTail)
+		writeMark(t, noTail, lowered)
+		cutSegment := filepath.Base(kept[len(kept)-1])
+		for _, path := range segmentFiles(t, noTail, logExt) {
+			if filepath.Base(path) > cutSegment {
+				os.Remove(path)
+			}
+		}
+		l = mustOpen(t, noTail, smallConfig())
+		last, ok := l.LastEntry()
+		if !ok || last.Index < index-1 || last.Index >= want[len(want)-1].Index {
+			t.Fatalf("crashed after removing segments: last entry %d (%v), want the cut segment's whole tail", last.Index, ok)
+		}
+		checkEntries(t, l, want[:last.Index])
+		mustClose(t, l)
+	})
+}
+
+// writeMark replaces dir's durable.mark with one holding p.
+func writeMark(t *testing.T, dir string, p markPoint) {
+	t.Helper()
+	os.Remove(filepath.Join(dir, markName))
+	m, err := createMark(osFS{}, dir, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.close()
 }

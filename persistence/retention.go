@@ -21,6 +21,10 @@ import (
 // Unlinking an open file would be safe on Linux too; the reference count
 // makes the rule explicit, portable and testable.
 //
+// On a log of raft entries it removes entries whatever raft's commit index
+// or snapshots say: the replication layer decides whether to call it, and
+// whether its limits may ever reach entries raft still needs.
+//
 // The log does not call it: the shard does, on its own timer. It renames
 // and unlinks but never fsyncs, and it is safe for concurrent use, so a
 // caller that must not wait on the file system can run it on a goroutine.
@@ -55,7 +59,7 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 			err = fmt.Errorf("persistence: retention: rename %s: %w", s.name(), rerr)
 			break
 		}
-		s.deleted = true
+		s.deleted, s.deletedPath = true, s.path(logExt+deletedSuffix)
 		l.mu.segments = slices.Delete(l.mu.segments, 0, 1)
 		total -= s.size
 		removed = append(removed, s)

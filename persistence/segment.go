@@ -61,7 +61,10 @@ type segment struct {
 	lastIndexed int64 // position of the last entry, 0 for none
 	refs        int
 	dirty       bool // written since the syncer last took it
-	deleted     bool // renamed away by retention; the last release unlinks it
+	// deleted: renamed to deletedPath by retention or TruncateEntries; the
+	// last release unlinks it.
+	deleted     bool
+	deletedPath string
 }
 
 func (s *segment) path(ext string) string { return filepath.Join(s.dir, segmentName(s.base, ext)) }
@@ -128,13 +131,26 @@ func (s *segment) locateLocked(off uint64) (pos int64, base uint64) {
 	return 0, s.base
 }
 
+// locateBeforeLocked is where to start reading for the first batch whose
+// base is at least off: the last indexed batch below off. locateLocked may
+// answer the indexed batch at off itself, past raft entries without records
+// that share its base; readers of entries must not skip those.
+// REQUIRES: Log.mu is held.
+func (s *segment) locateBeforeLocked(off uint64) (pos int64, base uint64) {
+	if off <= s.base {
+		return 0, s.base
+	}
+	return s.locateLocked(off - 1)
+}
+
 // finalize runs when the last reference is released: it closes the files
-// and, for a segment retention removed, unlinks its renamed log file.
+// and, for a segment retention or TruncateEntries removed, unlinks its
+// renamed log file.
 func (s *segment) finalize(fsys FS) error {
 	s.closeIndexFiles()
 	err := s.log.Close()
 	if s.deleted {
-		if rerr := fsys.Remove(s.path(logExt + deletedSuffix)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		if rerr := fsys.Remove(s.deletedPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}
 	}

@@ -1,14 +1,17 @@
 package persistence
 
 import (
+	"fmt"
 	"time"
 )
 
-// waiter is one WaitDurable call: ch receives once every record below upTo
-// is fsynced, or the error that means it never will be.
+// waiter is one WaitDurable or WaitEntryDurable call: ch receives once
+// every record below upTo and every raft entry up to index is fsynced, or
+// the error that means it never will be.
 type waiter struct {
-	upTo uint64
-	ch   chan error
+	upTo  uint64
+	index uint64
+	ch    chan error
 }
 
 // WaitDurable returns a channel that receives nil once every record below
@@ -21,30 +24,79 @@ type waiter struct {
 // Durability is monotonic, so a caller acking a stream of appends need wait
 // only for the newest: the shard can post itself one message per completed
 // wait instead of one per append.
+//
+// A raft entry without records takes no offset, so an offset alone cannot
+// name it: WaitDurable(NextOffset()) also waits for every entry appended so
+// far, which makes WaitDurable(a.Next) after an AppendEntry right for any
+// kind. WaitEntryDurable names an entry by index. Records TruncateEntries
+// removes before they are durable fail their waits with ErrTruncated.
 func (l *Log) WaitDurable(upTo uint64) <-chan error {
-	ch := make(chan error, 1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.mu.err != nil:
-		ch <- l.mu.err
-	case upTo <= l.mu.synced:
-		ch <- nil
-	case l.mu.closed:
-		ch <- ErrClosed
-	case upTo > l.mu.next:
-		ch <- &ErrOffsetInFuture{Requested: upTo, Available: l.mu.next}
-	default:
-		l.mu.waiters = append(l.mu.waiters, waiter{upTo: upTo, ch: ch})
-		l.kick()
-	}
-	return ch
+	return l.waitDurableLocked(upTo)
 }
 
-// Sync blocks until everything appended so far is durable. It is for callers
-// that may block (tests, tools, shutdown); an actor uses WaitDurable.
+// WaitEntryDurable is WaitDurable for the raft entries up to index: its
+// channel receives nil once they are on the device. An index past the last
+// entry is ErrNoEntry; TruncateEntries removing the entry before it is
+// durable fails the wait with ErrTruncated.
+func (l *Log) WaitEntryDurable(index uint64) <-chan error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var invalid error
+	if !l.mu.hasLast || index > l.mu.last.Index {
+		invalid = fmt.Errorf("%w: index %d is past the last entry", ErrNoEntry, index)
+	}
+	return l.addWaiterLocked(waiter{index: index}, invalid)
+}
+
+// Sync blocks until everything appended so far, records and raft entries,
+// is durable. It is for callers that may block (tests, tools, shutdown); an
+// actor uses WaitDurable.
 func (l *Log) Sync() error {
-	return <-l.WaitDurable(l.NextOffset())
+	l.mu.Lock()
+	ch := l.waitDurableLocked(l.mu.next)
+	l.mu.Unlock()
+	return <-ch
+}
+
+// waitDurableLocked REQUIRES: l.mu is held.
+func (l *Log) waitDurableLocked(upTo uint64) <-chan error {
+	w := waiter{upTo: upTo}
+	var invalid error
+	switch {
+	case upTo > l.mu.next:
+		invalid = &ErrOffsetInFuture{Requested: upTo, Available: l.mu.next}
+	case upTo == l.mu.next && l.mu.hasLast:
+		w.index = l.mu.last.Index
+	}
+	return l.addWaiterLocked(w, invalid)
+}
+
+// addWaiterLocked answers w at once if it can (invalid: why it can never
+// complete), or queues it and asks for a pass. REQUIRES: l.mu is held.
+func (l *Log) addWaiterLocked(w waiter, invalid error) <-chan error {
+	w.ch = make(chan error, 1)
+	switch {
+	case l.mu.err != nil:
+		w.ch <- l.mu.err
+	case invalid == nil && l.coveredLocked(w):
+		w.ch <- nil
+	case l.mu.closed:
+		w.ch <- ErrClosed
+	case invalid != nil:
+		w.ch <- invalid
+	default:
+		l.mu.waiters = append(l.mu.waiters, w)
+		l.kick()
+	}
+	return w.ch
+}
+
+// coveredLocked reports whether the last sync pass covered w.
+// REQUIRES: l.mu is held.
+func (l *Log) coveredLocked(w waiter) bool {
+	return w.upTo <= l.mu.synced && w.index <= l.mu.syncedIndex
 }
 
 // Err returns the error that poisoned the log (it matches ErrPoisoned), or
@@ -90,13 +142,19 @@ func (l *Log) runSyncer() {
 // syncOnce fsyncs every segment written since the last pass, the directory
 // if a segment was created, then the durable mark, and completes the waiters
 // the pass covers. Appends may run meanwhile: they land in the next pass.
+// TruncateEntries may not (syncMu).
 func (l *Log) syncOnce() {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.mu.Lock()
-	if l.mu.err != nil || (len(l.mu.dirty) == 0 && !l.mu.dirDirty && l.mu.synced == l.mu.next) {
+	target := markPoint{offset: l.mu.next}
+	if l.mu.hasLast {
+		target.index = l.mu.last.Index
+	}
+	if l.mu.err != nil || (len(l.mu.dirty) == 0 && !l.mu.dirDirty && l.mu.synced == target.offset && l.mu.syncedIndex == target.index) {
 		l.mu.Unlock()
 		return
 	}
-	target := l.mu.next
 	segs := l.mu.dirty
 	for _, s := range segs {
 		s.dirty = false
@@ -112,17 +170,8 @@ func (l *Log) syncOnce() {
 	if err != nil {
 		l.poisonLocked(err)
 	} else {
-		l.mu.synced = target
-		kept := l.mu.waiters[:0]
-		for _, w := range l.mu.waiters {
-			if w.upTo <= target {
-				w.ch <- nil
-			} else {
-				kept = append(kept, w)
-			}
-		}
-		clear(l.mu.waiters[len(kept):])
-		l.mu.waiters = kept
+		l.mu.synced, l.mu.syncedIndex = target.offset, target.index
+		l.completeWaitersLocked()
 	}
 	var last []*segment
 	for _, s := range segs {
@@ -132,15 +181,31 @@ func (l *Log) syncOnce() {
 	}
 	l.mu.Unlock()
 	for _, s := range last {
-		// Only a segment retention removed can end here, and its unlink
-		// failing leaves a *.deleted file that Open removes.
+		// Only a segment retention or TruncateEntries removed can end
+		// here, and its unlink failing leaves a *.deleted file that Open
+		// removes.
 		_ = s.finalize(l.fs)
 	}
 }
 
+// completeWaitersLocked completes the waiters the last pass covered.
+// REQUIRES: l.mu is held.
+func (l *Log) completeWaitersLocked() {
+	kept := l.mu.waiters[:0]
+	for _, w := range l.mu.waiters {
+		if l.coveredLocked(w) {
+			w.ch <- nil
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(l.mu.waiters[len(kept):])
+	l.mu.waiters = kept
+}
+
 // syncFiles is the I/O of one pass, in the order that makes the mark true:
 // the data and the directory entries first, the mark after them.
-func (l *Log) syncFiles(segs []*segment, syncDir bool, target uint64) error {
+func (l *Log) syncFiles(segs []*segment, syncDir bool, target markPoint) error {
 	for _, s := range segs {
 		if err := s.log.Sync(); err != nil {
 			return &ErrIO{Op: "fsync", Path: s.path(logExt), Err: err}
