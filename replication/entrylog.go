@@ -10,9 +10,6 @@ import (
 // holds raft's entries themselves, so that a record is written once per
 // replica (not once to a raft WAL and again to the log). *persistence.Log
 // satisfies it.
-//
-// NOTE: when persistence's entry API lands, add
-// `var _ EntryLog = (*persistence.Log)(nil)` here.
 type EntryLog interface {
 	// AppendEntry appends one entry at the log's next offset. meta.Index is
 	// the last entry's index plus one. An EntryRecords entry takes
@@ -44,41 +41,19 @@ type EntryLog interface {
 // the shard rebuilds its table of idempotent producers from it.
 type Stamp = persistence.Stamp
 
-// The types below mirror persistence's entry types, which are being added to
-// persistence on another branch. They carry exactly persistence's names and
-// fields, so that the swap is mechanical: replace the declarations in this
-// file by aliases (type EntryKind = persistence.EntryKind, and so on for
-// EntryMeta, Entry and the EntryKind constants) and nothing else changes.
-
-// EntryKind says what a raft entry in the log carries.
-type EntryKind uint8
-
-const (
-	// EntryRecords is an EntryNormal holding at least one record.
-	EntryRecords EntryKind = iota
-	// EntryEmpty is an EntryNormal without data: a new leader appends one to
-	// commit the entries of earlier terms.
-	EntryEmpty
-	// EntryConfChange holds a raftpb.ConfChange in Control.
-	EntryConfChange
-	// EntryConfChangeV2 holds a raftpb.ConfChangeV2 in Control.
-	EntryConfChangeV2
+// The log's entry types, under this package's names.
+type (
+	EntryKind = persistence.EntryKind
+	EntryMeta = persistence.EntryMeta
+	Entry     = persistence.Entry
 )
 
-// EntryMeta is what the log keeps of a raft entry besides its records.
-type EntryMeta struct {
-	Index, Term uint64
-	Kind        EntryKind
-	Control     []byte // the conf change's bytes, for the conf change kinds
-}
+// What a raft entry in the log carries.
+const (
+	EntryRecords      = persistence.EntryRecords
+	EntryEmpty        = persistence.EntryEmpty
+	EntryConfChange   = persistence.EntryConfChange
+	EntryConfChangeV2 = persistence.EntryConfChangeV2
+)
 
-// Entry is a raft entry as the log returns it.
-type Entry struct {
-	EntryMeta
-	// Base is the offset of the entry's first record. An entry without
-	// records occupies no offset: its Base is the next offset.
-	Base    uint64
-	Time    time.Time
-	Stamp   *Stamp
-	Records [][]byte
-}
+var _ EntryLog = (*persistence.Log)(nil)

@@ -280,3 +280,16 @@ func TestMemLogCrashKeepsWhatWasSynced(t *testing.T) {
 		t.Errorf("after a crash: %d entries, next offset %d, last index %d; want 2, 2, 2", len(l.entries), l.next, l.last)
 	}
 }
+
+// TestPersistenceLogIsAnEntryLog runs the same checks against the shard's
+// real log, which Storage uses in the broker.
+func TestPersistenceLogIsAnEntryLog(t *testing.T) {
+	testEntryLog(t, func(t *testing.T) EntryLog {
+		l, err := persistence.Open(t.TempDir(), persistence.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	})
+}
