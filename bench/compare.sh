@@ -457,6 +457,9 @@ while IFS=$'\t' read -r scenario metric; do
 	echo "| $scenario | $metric | $(fmt "$fm" "$unit") | $(fmt "$nm" "$unit") | $shown | $(fmt "$qm" "$unit") | $qshare | $(runs_list "$scenario" "$metric" felix "$unit") | $(runs_list "$scenario" "$metric" nats "$unit") |" >>"$TABLE"
 done < <(awk -F'\t' '!seen[$1 FS $4]++ { print $1 "\t" $4 }' "$RAW")
 
+# Whether the tree differs from HEAD, but for the results this run is
+# about to write (checked here: the report truncates latest.md first).
+DIRTY=$(git -C "$ROOT" diff --quiet HEAD -- . ':(exclude)bench/results' 2>/dev/null || echo ' with uncommitted changes')
 CMD="bench/compare.sh -n $RUNS"
 ((IDLE_MIN > 0)) && CMD="IDLE_MIN=$IDLE_MIN $CMD"
 ((QUICK)) && CMD="bench/compare.sh --quick"
@@ -467,7 +470,7 @@ CMD="bench/compare.sh -n $RUNS"
 	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, IDLE_MIN=$IDLE_MIN)"
 	echo "- Machine: $MACHINE; idle ${IDLE_START}% before, ${IDLE_END}% after (vmstat, 1 s);"
 	echo "  idle before each Felix/NATS pair: $(sort -n "$IDLES" | awk '{ v[NR] = $1 } END { printf "min %s%%, median %s%%, max %s%%", v[1], v[int((NR + 1) / 2)], v[NR] }') (gate: IDLE_MIN=$IDLE_MIN)."
-	echo "- Versions: felix at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' with uncommitted changes') ($("$FELIX" version | cut -d' ' -f2-)), nats-server $("$TOOLS/nats-server" --version | awk '{print $2}'), natscli $("$NATS" --version)."
+	echo "- Versions: felix at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$DIRTY ($("$FELIX" version | cut -d' ' -f2-)), nats-server $("$TOOLS/nats-server" --version | awk '{print $2}'), natscli $("$NATS" --version)."
 	echo "- Every process on 127.0.0.1, sharing the same cores: each broker is its own process; felix bench and natslat"
 	echo "  hold their publisher and subscribers in one process; nats bench sub and nats bench pub are two."
 	echo
