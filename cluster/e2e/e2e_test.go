@@ -125,13 +125,18 @@ type publisher struct {
 	ok, fail atomic.Int64
 	mu       sync.Mutex
 	lastOK   time.Time
-	maxGap   time.Duration
-	firstErr error
+	// lastOKSent is when the last successful publish was sent: a publish
+	// the killed member acked just before dying completes after the kill,
+	// but was sent before it.
+	lastOKSent time.Time
+	maxGap     time.Duration
+	firstErr   error
 }
 
 func (p *publisher) run(ctx context.Context, cc *client.ClusterClient) {
 	for i := 0; ctx.Err() == nil; i++ {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		sent := time.Now()
 		err := cc.Publish(pctx, p.st, []byte(fmt.Sprint(i)), client.PublishOptions{})
 		cancel()
 		now := time.Now()
@@ -141,7 +146,7 @@ func (p *publisher) run(ctx context.Context, cc *client.ClusterClient) {
 			if !p.lastOK.IsZero() {
 				p.maxGap = max(p.maxGap, now.Sub(p.lastOK))
 			}
-			p.lastOK = now
+			p.lastOK, p.lastOKSent = now, sent
 		} else if ctx.Err() == nil {
 			p.fail.Add(1)
 			if p.firstErr == nil {
@@ -167,10 +172,11 @@ func startPublishers(ctx context.Context, cc *client.ClusterClient, n int) (pubs
 	return pubs, func() { cancel(); wg.Wait() }
 }
 
+// since reports whether a publish sent after t has succeeded.
 func (p *publisher) since(t time.Time) (ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.lastOK.After(t)
+	return p.lastOKSent.After(t)
 }
 
 // TestKillMemberWhilePublishing: SIGKILL the owner of some in-memory
