@@ -172,6 +172,13 @@ func startPublishers(ctx context.Context, cc *client.ClusterClient, n int) (pubs
 	return pubs, func() { cancel(); wg.Wait() }
 }
 
+// gap is the longest time between two successful publishes.
+func (p *publisher) gap() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.maxGap
+}
+
 // since reports whether a publish sent after t has succeeded.
 func (p *publisher) since(t time.Time) (ok bool) {
 	p.mu.Lock()
@@ -253,6 +260,11 @@ func TestKillMemberWhilePublishing(t *testing.T) {
 		}
 		if n := pubs[i].fail.Load(); n > 0 {
 			t.Errorf("stream %d on %s (alive) had %d failed publishes (first: %v)", i, own[i], n, pubs[i].firstErr)
+		}
+		// Never paused: no gap between successes as long as the lease
+		// the killed member's streams waited out.
+		if gap := pubs[i].gap(); gap >= leaseTTL {
+			t.Errorf("stream %d on %s (alive) paused %s during the failover", i, own[i], gap)
 		}
 	}
 	newOwners := owners(ctx, t, cc, streams)
