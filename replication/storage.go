@@ -2,6 +2,7 @@ package replication
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -48,6 +49,11 @@ const entriesReadChunk = 1 << 20
 // depends on that HardState has been sent (see Replica.Ready), so a crash
 // in between lost nothing anyone relies on.
 func OpenStorage(log EntryLog, dir string) (*Storage, error) {
+	// A new replica's directory may not exist yet: without it the first
+	// Ready failed to write raft.state (found by the test over the link).
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replication: state directory: %w", err)
+	}
 	hs, cs, _, err := readState(dir)
 	if err != nil {
 		return nil, err
