@@ -2,5 +2,5 @@
 
 package config
 
-// physicalMemory is the machine's RAM in bytes, or 0 when unknown.
-func physicalMemory() int64 { return 0 }
+// PhysicalMemory is the machine's RAM in bytes, or 0 when unknown.
+func PhysicalMemory() int64 { return 0 }
