@@ -483,7 +483,7 @@ func TestRingTotalDefaultsToAShareOfMemory(t *testing.T) {
 	if c.ReplayRingMaxBytesTotal < c.ReplayRingMaxBytes {
 		t.Fatalf("replay_ring_max_bytes_total defaults to %d, want at least one ring (%d)", c.ReplayRingMaxBytesTotal, c.ReplayRingMaxBytes)
 	}
-	if mem := PhysicalMemory(); mem > 0 && c.ReplayRingMaxBytesTotal != max(mem/8, 64<<20) {
+	if mem := physicalMemory(); mem > 0 && c.ReplayRingMaxBytesTotal != max(mem/8, 64<<20) {
 		t.Fatalf("replay_ring_max_bytes_total defaults to %d with %d bytes of memory, want an eighth", c.ReplayRingMaxBytesTotal, mem)
 	}
 	if err := c.Validate(); err != nil {

@@ -17,7 +17,7 @@ const (
 // (one client pinned 2.7 GB with 40 streams and no subscriber when it was
 // off), and at least one ring's worth; 1 GiB when the memory is unknown.
 func defaultRingTotal() int64 {
-	mem := PhysicalMemory()
+	mem := physicalMemory()
 	if mem <= 0 {
 		return 1 << 30
 	}

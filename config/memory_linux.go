@@ -2,8 +2,8 @@ package config
 
 import "syscall"
 
-// PhysicalMemory is the machine's RAM in bytes, or 0 when unknown.
-func PhysicalMemory() int64 {
+// physicalMemory is the machine's RAM in bytes, or 0 when unknown.
+func physicalMemory() int64 {
 	var si syscall.Sysinfo_t
 	if err := syscall.Sysinfo(&si); err != nil {
 		return 0

@@ -2,5 +2,5 @@
 
 package config
 
-// PhysicalMemory is the machine's RAM in bytes, or 0 when unknown.
-func PhysicalMemory() int64 { return 0 }
+// physicalMemory is the machine's RAM in bytes, or 0 when unknown.
+func physicalMemory() int64 { return 0 }

@@ -109,7 +109,6 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	tuneGC(os.Getenv, config.PhysicalMemory(), log)
 	b, err := broker.New(cfg, broker.WithLogger(log))
 	if err != nil {
 		return err
