@@ -29,6 +29,9 @@ type Replica struct {
 	// raft is told after Advance, so it probes them again later.
 	refusedSnapshots []uint64
 	snapshotsRefused uint64 // since the Replica started, for Status
+	// awaiting are the proposals raft took whose index the next Ready
+	// will tell (ProposeAt).
+	awaiting []*Proposal
 	// err is the error a Ready returned. raft's state is then ahead of what
 	// was persisted, so the Replica refuses everything from then on.
 	err error
@@ -165,22 +168,70 @@ func NewReplica(cfg Config) (*Replica, error) {
 // (raft.ErrProposalDropped: a leadership transfer is under way, or too much
 // is uncommitted).
 func (r *Replica) Propose(records [][]byte, stamp *Stamp) error {
+	_, err := r.ProposeAt(records, stamp)
+	return err
+}
+
+// Proposal is where a leader's proposal went in its log, filled in by the
+// Ready that persists it (raft appends a proposal to its log at once, but
+// says at which index only in the next Ready). Until then Index is 0. The
+// entry that commits at Index is this proposal if its term is Term; if
+// another term's entry commits there, the proposal was lost with the
+// leadership. Lost is set when the replica saw it go before it had an
+// index (it stepped down and its unstable tail was replaced).
+type Proposal struct {
+	Index, Term uint64
+	Lost        bool
+}
+
+// ProposeAt is Propose, returning the Proposal that the next Ready fills
+// in: the shard keeps it to answer the publish when its index applies.
+func (r *Replica) ProposeAt(records [][]byte, stamp *Stamp) (*Proposal, error) {
 	if r.err != nil {
-		return r.err
+		return nil, r.err
 	}
-	if st := r.rn.BasicStatus(); st.RaftState != raft.StateLeader {
-		return &ErrNotLeader{Leader: st.Lead}
+	st := r.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader {
+		return nil, &ErrNotLeader{Leader: st.Lead}
 	}
 	t := r.appendTime()
 	data, err := EncodeRecords(nil, Batch{Time: t, Stamp: stamp, Records: records})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.rn.Propose(data); err != nil {
-		return fmt.Errorf("replication: propose: %w", err)
+		return nil, fmt.Errorf("replication: propose: %w", err)
 	}
 	r.lastTime = t
-	return nil
+	p := &Proposal{Term: st.Term}
+	r.awaiting = append(r.awaiting, p)
+	return p, nil
+}
+
+// placeProposals gives the proposals awaiting an index theirs, in order:
+// a leader's log takes only its own proposals' data entries, in the order
+// proposed, in its term. A data entry of another term means the replica
+// lost the leadership and its proposals with it.
+func (r *Replica) placeProposals(entries []raftpb.Entry) {
+	for _, e := range entries {
+		if len(r.awaiting) == 0 {
+			return
+		}
+		if e.Type != raftpb.EntryNormal || len(e.Data) == 0 {
+			continue
+		}
+		p := r.awaiting[0]
+		if e.Term != p.Term {
+			for _, lost := range r.awaiting {
+				lost.Lost = true
+			}
+			r.awaiting = r.awaiting[:0]
+			return
+		}
+		p.Index = e.Index
+		r.awaiting[0] = nil
+		r.awaiting = r.awaiting[1:]
+	}
 }
 
 // appendTime is now to the microsecond the log keeps, but never before a
@@ -279,6 +330,7 @@ func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply 
 	if err := r.storage.Append(rd.Entries); err != nil {
 		return err
 	}
+	r.placeProposals(rd.Entries)
 	if !raft.IsEmptyHardState(rd.HardState) {
 		if err := r.storage.SetHardState(rd.HardState); err != nil {
 			return err

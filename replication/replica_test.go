@@ -377,3 +377,76 @@ func TestReadyErrorStopsTheReplica(t *testing.T) {
 		t.Errorf("Ready after a failed Ready: %v, HasReady %v; want errDiskFull, false", err, r.HasReady())
 	}
 }
+
+// TestProposeAtSaysWhereTheEntryWent: the index and term ProposeAt returns
+// are where the entry commits; a proposal lost with the leadership finds
+// another term's entry at its index.
+func TestProposeAtSaysWhereTheEntryWent(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	p1, err := c.replica(1).ProposeAt(toRecords([]string{"a"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.replica(1).ProposeAt(toRecords([]string{"b", "c"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.settle()
+	if p1.Index == 0 || p2.Index != p1.Index+1 || p2.Term != p1.Term {
+		t.Fatalf("proposals at %+v then %+v, want consecutive in one term", p1, p2)
+	}
+	for _, tc := range []struct {
+		p    *Proposal
+		want string
+	}{{p1, "a"}, {p2, "b"}} {
+		e, ok := c.committed[tc.p.Index]
+		if !ok || e.Term != tc.p.Term || len(e.Records) == 0 || string(e.Records[0]) != tc.want {
+			t.Fatalf("entry %d committed as %+v, want term %d holding %q", tc.p.Index, e, tc.p.Term, tc.want)
+		}
+	}
+
+	// Cut off, the leader still takes a proposal; the others elect a new
+	// leader and commit their own entry at that index.
+	c.partition([]uint64{1}, []uint64{2, 3})
+	lost, err := c.replica(1).ProposeAt(toRecords([]string{"lost"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.settle() // its own Ready places it, uncommitted
+	if lost.Index == 0 {
+		t.Fatal("the cut-off leader's proposal got no index from its Ready")
+	}
+	c.tickUntil(electionLimit*2, "a new leader among 2 and 3", func() bool {
+		l := c.leader()
+		return l == 2 || l == 3
+	})
+	for c.replica(c.leader()).Status().LastIndex < lost.Index {
+		c.propose(c.leader(), "other")
+	}
+	c.heal()
+	c.tickUntil(electionLimit*2, "replica 1 applies past the lost index", func() bool { return c.nodes[1].applied >= lost.Index })
+	if e := c.committed[lost.Index]; e.Term == lost.Term {
+		t.Fatalf("the entry at %d has the lost proposal's term %d: %+v", lost.Index, lost.Term, e)
+	}
+}
+
+// TestPlaceProposals: a leader's data entries of its term take its
+// proposals in order; empty entries take none; a data entry of another
+// term means the leadership went, with every proposal still awaiting.
+func TestPlaceProposals(t *testing.T) {
+	a, b, c := &Proposal{Term: 3}, &Proposal{Term: 3}, &Proposal{Term: 3}
+	r := &Replica{awaiting: []*Proposal{a, b, c}}
+	r.placeProposals([]raftpb.Entry{
+		{Index: 7, Term: 3, Type: raftpb.EntryNormal},                  // a new leader's empty entry
+		{Index: 8, Term: 3, Type: raftpb.EntryNormal, Data: []byte{1}}, // a
+		{Index: 9, Term: 3, Type: raftpb.EntryNormal, Data: []byte{1}}, // b
+	})
+	if a.Index != 8 || b.Index != 9 || c.Index != 0 || len(r.awaiting) != 1 {
+		t.Fatalf("placed a at %d, b at %d, c at %d, %d awaiting; want 8, 9, unplaced, 1", a.Index, b.Index, c.Index, len(r.awaiting))
+	}
+	r.placeProposals([]raftpb.Entry{{Index: 10, Term: 4, Type: raftpb.EntryNormal, Data: []byte{1}}})
+	if !c.Lost || c.Index != 0 || len(r.awaiting) != 0 {
+		t.Fatalf("after another term's entry: c %+v, %d awaiting; want c lost", c, len(r.awaiting))
+	}
+}
