@@ -179,13 +179,3 @@ type ChaosPanic struct {
 	ControlMessage
 	Reason string
 }
-
-// chaosMiddleware turns ChaosPanic into a panic before the actor sees it.
-func chaosMiddleware(next actor.ReceiverFunc) actor.ReceiverFunc {
-	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
-		if p, ok := env.Message.(*ChaosPanic); ok {
-			panic("chaos: " + p.Reason)
-		}
-		next(c, env)
-	}
-}

@@ -114,14 +114,6 @@ func Spawn(root *actor.RootContext, parent *actor.PID, name string, props *actor
 // spawn, because it remembers the one mailbox it made.
 func Props(producer actor.Producer, cfg MailboxConfig, created func(*Mailbox), opts ...actor.PropsOption) *actor.Props {
 	var mb *Mailbox
-	closeOnStop := func(next actor.ReceiverFunc) actor.ReceiverFunc {
-		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
-			next(c, env)
-			if _, ok := env.Message.(*actor.Stopped); ok && mb != nil {
-				mb.Close()
-			}
-		}
-	}
 	opts = append([]actor.PropsOption{
 		actor.WithMailbox(Producer(cfg, func(m *Mailbox) {
 			mb = m
@@ -129,7 +121,29 @@ func Props(producer actor.Producer, cfg MailboxConfig, created func(*Mailbox), o
 				created(m)
 			}
 		})),
-		actor.WithReceiverMiddleware(closeOnStop, chaosMiddleware),
 	}, opts...)
-	return actor.PropsFromProducer(producer, opts...)
+	// A wrapping actor, not receiver middleware: protoactor allocates a
+	// MessageEnvelope for every message an actor with middleware receives,
+	// one per hop per delivery on the data path (issue #17).
+	wrapped := func() actor.Actor { return &dataActor{inner: producer(), mb: &mb} }
+	return actor.PropsFromProducer(wrapped, opts...)
+}
+
+// dataActor is what Props spawns around an actor: a ChaosPanic becomes a
+// panic before the actor sees it (so its supervisor handles a real crash),
+// and the mailbox closes once the actor stopped.
+type dataActor struct {
+	inner actor.Actor
+	mb    **Mailbox
+}
+
+func (d *dataActor) Receive(ctx actor.Context) {
+	msg := ctx.Message()
+	if p, ok := msg.(*ChaosPanic); ok {
+		panic("chaos: " + p.Reason)
+	}
+	d.inner.Receive(ctx)
+	if _, ok := msg.(*actor.Stopped); ok && *d.mb != nil {
+		(*d.mb).Close()
+	}
 }

@@ -31,7 +31,7 @@ const eventTimeout = 10 * time.Second
 
 var testScope = wire.Scope{Tenant: "t", Namespace: "n", Stream: "s"}
 
-func newSystem(t *testing.T) *actor.ActorSystem {
+func newSystem(t testing.TB) *actor.ActorSystem {
 	t.Helper()
 	sys := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
@@ -143,7 +143,7 @@ type testShard struct {
 	sup *actor.PID
 }
 
-func spawnTestShard(t *testing.T, cfg ShardConfig, log *fakeLog, onCommit bool, onStats func(*FanoutStats)) *testShard {
+func spawnTestShard(t testing.TB, cfg ShardConfig, log *fakeLog, onCommit bool, onStats func(*FanoutStats)) *testShard {
 	t.Helper()
 	sys := newSystem(t)
 	rc := RegistryConfig{Shard: cfg, PubQueueDepth: 8, Log: zerolog.Nop(), Root: sys.Root, OnStats: onStats}
@@ -161,7 +161,7 @@ func spawnTestShard(t *testing.T, cfg ShardConfig, log *fakeLog, onCommit bool, 
 // spawnSupervisor starts a shard supervisor, stopped (with its shards)
 // before the system shuts down: Shutdown stops no actor, so their waiters
 // and tickers would outlive the test.
-func spawnSupervisor(t *testing.T, sys *actor.ActorSystem, rc RegistryConfig) *actor.PID {
+func spawnSupervisor(t testing.TB, sys *actor.ActorSystem, rc RegistryConfig) *actor.PID {
 	t.Helper()
 	sup, err := sys.Root.SpawnNamed(ShardSupervisorProps(rc, nil), "shards")
 	if err != nil {
