@@ -18,8 +18,14 @@ import (
 	"github.com/getfelix/felix-go/actors"
 )
 
+// TestMain checks for leaked goroutines, but for protoactor's dead-letter
+// throttle, which outlives an actor system by up to a second after a dead
+// letter (see broker/main_test.go).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewThrottle.func1.1"),
+	)
 }
 
 // eventTimeout bounds every wait for something the actor or a sender does.
