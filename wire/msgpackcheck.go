@@ -40,63 +40,15 @@ func checkMsgpack(b []byte) error {
 		}
 		c := b[0]
 		b = b[1:]
-		var skip, items uint64
-		var width int // bytes of a length prefix
-		switch {
-		case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
-		case c >= 0x80 && c <= 0x8f:
-			items = 2 * uint64(c&0x0f)
-		case c >= 0x90 && c <= 0x9f:
-			items = uint64(c & 0x0f)
-		case c >= 0xa0 && c <= 0xbf:
-			skip = uint64(c & 0x1f)
-		case c == 0xc4, c == 0xd9:
-			width = 1
-		case c == 0xc5, c == 0xda:
-			width = 2
-		case c == 0xc6, c == 0xdb:
-			width = 4
-		case c == 0xc7:
-			width, skip = 1, 1 // + type byte
-		case c == 0xc8:
-			width, skip = 2, 1
-		case c == 0xc9:
-			width, skip = 4, 1
-		case c == 0xcc, c == 0xd0:
-			skip = 1
-		case c == 0xcd, c == 0xd1:
-			skip = 2
-		case c == 0xca, c == 0xce, c == 0xd2:
-			skip = 4
-		case c == 0xcb, c == 0xcf, c == 0xd3:
-			skip = 8
-		case c >= 0xd4 && c <= 0xd8:
-			skip = 1 + 1<<(c-0xd4)
-		case c == 0xdc:
-			width = 2
-		case c == 0xdd:
-			width = 4
-		case c == 0xde:
-			width = 2
-		case c == 0xdf:
-			width = 4
-		default:
-			return fmt.Errorf("%w: reserved msgpack code %#02x", ErrMalformed, c)
+		skip, items, width, err := msgpackShape(c)
+		if err != nil {
+			return err
 		}
 		if width > 0 {
-			if len(b) < width {
-				return fmt.Errorf("%w: control message ends inside a length", ErrMalformed)
-			}
 			var n uint64
-			switch width {
-			case 1:
-				n = uint64(b[0])
-			case 2:
-				n = uint64(binary.BigEndian.Uint16(b))
-			case 4:
-				n = uint64(binary.BigEndian.Uint32(b))
+			if n, b, err = msgpackLength(b, width); err != nil {
+				return err
 			}
-			b = b[width:]
 			switch c {
 			case 0xdc, 0xdd:
 				items = n
@@ -121,6 +73,67 @@ func checkMsgpack(b []byte) error {
 		return fmt.Errorf("%w: %d trailing bytes after control message", ErrMalformed, len(b))
 	}
 	return nil
+}
+
+// msgpackShape says what follows a msgpack code: bytes to skip, values
+// owed (an array's items, a map's keys and values), and the width of a
+// length prefix that adds to one or the other.
+func msgpackShape(c byte) (skip, items uint64, width int, err error) {
+	switch {
+	case c <= 0x7f, c >= 0xe0, c == 0xc0, c == 0xc2, c == 0xc3:
+	case c >= 0x80 && c <= 0x8f:
+		items = 2 * uint64(c&0x0f)
+	case c >= 0x90 && c <= 0x9f:
+		items = uint64(c & 0x0f)
+	case c >= 0xa0 && c <= 0xbf:
+		skip = uint64(c & 0x1f)
+	case c == 0xc4, c == 0xd9:
+		width = 1
+	case c == 0xc5, c == 0xda:
+		width = 2
+	case c == 0xc6, c == 0xdb:
+		width = 4
+	case c == 0xc7:
+		width, skip = 1, 1 // + type byte
+	case c == 0xc8:
+		width, skip = 2, 1
+	case c == 0xc9:
+		width, skip = 4, 1
+	case c == 0xcc, c == 0xd0:
+		skip = 1
+	case c == 0xcd, c == 0xd1:
+		skip = 2
+	case c == 0xca, c == 0xce, c == 0xd2:
+		skip = 4
+	case c == 0xcb, c == 0xcf, c == 0xd3:
+		skip = 8
+	case c >= 0xd4 && c <= 0xd8:
+		skip = 1 + 1<<(c-0xd4)
+	case c == 0xdc, c == 0xde:
+		width = 2
+	case c == 0xdd, c == 0xdf:
+		width = 4
+	default:
+		err = fmt.Errorf("%w: reserved msgpack code %#02x", ErrMalformed, c)
+	}
+	return skip, items, width, err
+}
+
+// msgpackLength reads a big-endian length prefix of width bytes.
+func msgpackLength(b []byte, width int) (uint64, []byte, error) {
+	if len(b) < width {
+		return 0, b, fmt.Errorf("%w: control message ends inside a length", ErrMalformed)
+	}
+	var n uint64
+	switch width {
+	case 1:
+		n = uint64(b[0])
+	case 2:
+		n = uint64(binary.BigEndian.Uint16(b))
+	case 4:
+		n = uint64(binary.BigEndian.Uint32(b))
+	}
+	return n, b[width:], nil
 }
 
 // checkIntRanges refuses integer fields whose wire value does not fit the Go
