@@ -66,26 +66,8 @@ func (l *Log) recover() (err error) {
 			}
 		}
 	}()
-	if len(bases) == 0 {
-		if marked != (markPoint{}) {
-			return &ErrCorrupt{Segment: markName, Reason: fmt.Sprintf("offsets below %d and entries up to %d were synced but the log has no segments", marked.offset, marked.index)}
-		}
-		s, err := createSegment(fsys, l.dir, 0)
-		if err != nil {
-			return fmt.Errorf("persistence: create the first segment: %w", err)
-		}
-		segs = append(segs, s)
-	} else {
-		for _, base := range bases {
-			s, err := openSegment(fsys, l.dir, base)
-			if err != nil {
-				return err
-			}
-			segs = append(segs, s)
-		}
-		if segs, st, err = l.checkSegments(segs, marked); err != nil {
-			return err
-		}
+	if segs, st, err = l.initialSegments(bases, marked); err != nil {
+		return err
 	}
 
 	active := segs[len(segs)-1]
@@ -94,36 +76,14 @@ func (l *Log) recover() (err error) {
 			return fmt.Errorf("persistence: write index of %s: %w", active.name(), err)
 		}
 	}
-	// Make what was recovered durable before the mark says so: after a
-	// kill -9 the page cache held records no fsync had covered yet. The
-	// segment that ends at the marked offset may hold entries without
-	// records after it, which the mark's offset does not cover.
-	for _, s := range segs {
-		if s.next >= marked.offset || s == active {
-			if err := s.log.Sync(); err != nil {
-				return fmt.Errorf("persistence: fsync %s: %w", s.name(), err)
-			}
-		}
-	}
-	if err := fsys.SyncDir(l.dir); err != nil {
-		return fmt.Errorf("persistence: fsync %s: %w", l.dir, err)
+	if err := l.syncRecovered(segs, marked); err != nil {
+		return err
 	}
 	end := markPoint{offset: active.next}
 	if st.hasLast {
 		end.index = st.last.Index
 	}
-	if markFound {
-		l.mark, err = openMark(fsys, l.dir, markSeq, marked)
-		if err == nil {
-			if err = l.mark.write(end); err != nil {
-				l.mark.close()
-				err = fmt.Errorf("persistence: write %s: %w", markName, err)
-			}
-		}
-	} else {
-		l.mark, err = createMark(fsys, l.dir, end)
-	}
-	if err != nil {
+	if err := l.openMark(markFound, markSeq, marked, end); err != nil {
 		return err
 	}
 
@@ -134,6 +94,71 @@ func (l *Log) recover() (err error) {
 	for _, s := range segs {
 		l.mu.lastTime = max(l.mu.lastTime, s.lastTime)
 	}
+	return nil
+}
+
+// initialSegments opens the segments at bases and checks them against the
+// mark, or creates the first segment of a new log. On an error it returns
+// the segments it opened, for the caller to close.
+func (l *Log) initialSegments(bases []uint64, marked markPoint) ([]*segment, scanState, error) {
+	fsys := l.fs
+	if len(bases) == 0 {
+		if marked != (markPoint{}) {
+			return nil, scanState{}, &ErrCorrupt{Segment: markName, Reason: fmt.Sprintf("offsets below %d and entries up to %d were synced but the log has no segments", marked.offset, marked.index)}
+		}
+		s, err := createSegment(fsys, l.dir, 0)
+		if err != nil {
+			return nil, scanState{}, fmt.Errorf("persistence: create the first segment: %w", err)
+		}
+		return []*segment{s}, scanState{}, nil
+	}
+	var segs []*segment
+	for _, base := range bases {
+		s, err := openSegment(fsys, l.dir, base)
+		if err != nil {
+			return segs, scanState{}, err
+		}
+		segs = append(segs, s)
+	}
+	return l.checkSegments(segs, marked)
+}
+
+// syncRecovered makes what was recovered durable before the mark says so:
+// after a kill -9 the page cache held records no fsync had covered yet. The
+// segment that ends at the marked offset may hold entries without records
+// after it, which the mark's offset does not cover.
+func (l *Log) syncRecovered(segs []*segment, marked markPoint) error {
+	active := segs[len(segs)-1]
+	for _, s := range segs {
+		if s.next >= marked.offset || s == active {
+			if err := s.log.Sync(); err != nil {
+				return fmt.Errorf("persistence: fsync %s: %w", s.name(), err)
+			}
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("persistence: fsync %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// openMark opens the durable mark (or creates it, for a log that had none)
+// and moves it to end, what recovery made durable.
+func (l *Log) openMark(found bool, seq uint64, marked, end markPoint) error {
+	if !found {
+		var err error
+		l.mark, err = createMark(l.fs, l.dir, end)
+		return err
+	}
+	m, err := openMark(l.fs, l.dir, seq, marked)
+	if err != nil {
+		return err
+	}
+	if err := m.write(end); err != nil {
+		m.close()
+		return fmt.Errorf("persistence: write %s: %w", markName, err)
+	}
+	l.mark = m
 	return nil
 }
 
@@ -235,50 +260,14 @@ func (l *Log) checkSegments(segs []*segment, marked markPoint) ([]*segment, scan
 		canBeTail := i == len(segs)-1 || laterEmpty
 
 		loaded, ok := loadIndexes(l.fs, s, fileSize)
-		// Everything the mark does not cover is scanned: from the last
-		// index entry below the mark, so that damage anywhere in unsynced
-		// data is classified, not only at the very end. Below, not at:
-		// the batch the scan starts with is then synced, and so are any
-		// entries without records before it, which share its offset.
-		var res scanResult
-		var err error
-		k := -1
-		if ok && !l.cfg.VerifyOnOpen {
-			k = sort.Search(len(loaded), func(i int) bool { return s.base+uint64(loaded[i].rel) >= marked.offset }) - 1
-		}
-		if k >= 0 {
-			from := loaded[k]
-			res, err = scanSegment(s, int64(from.pos), s.base+uint64(from.rel), from.time, fileSize, loaded[:k+1:k+1], l.cfg.IndexIntervalBytes, &st)
-		} else {
-			res, err = scanSegment(s, 0, s.base, 0, fileSize, nil, l.cfg.IndexIntervalBytes, &st)
-		}
+		res, err := l.scanUnsynced(s, loaded, ok, fileSize, marked, &st)
 		if err != nil {
 			return segs, st, fmt.Errorf("persistence: read %s: %w", s.name(), err)
 		}
 
-		if d := res.defect; d != nil {
-			corrupt := &ErrCorrupt{Segment: s.name(), Position: d.pos, Reason: d.reason}
-			synced := marked.covers(d)
-			switch {
-			case !d.torn:
-				return segs, st, corrupt
-			case synced != "":
-				corrupt.Reason += synced
-				return segs, st, corrupt
-			case !canBeTail:
-				corrupt.Reason += " in a sealed segment"
-				return segs, st, corrupt
-			}
-			at, found, err := validBatchAfter(s.log, d.pos+1, fileSize)
-			if err != nil {
-				return segs, st, fmt.Errorf("persistence: read %s: %w", s.name(), err)
-			}
-			if found {
-				corrupt.Reason += fmt.Sprintf(", followed by a valid batch at byte %d", at)
-				return segs, st, corrupt
-			}
-			if err := s.log.Truncate(res.size); err != nil {
-				return segs, st, fmt.Errorf("persistence: truncate %s: %w", s.name(), err)
+		if res.defect != nil {
+			if err := repairTornTail(s, res, canBeTail, marked, fileSize); err != nil {
+				return segs, st, err
 			}
 		}
 		s.size, s.next, s.lastTime = res.size, res.next, res.lastTime
@@ -303,16 +292,69 @@ func (l *Log) checkSegments(segs []*segment, marked markPoint) ([]*segment, scan
 			s.closeIndexFiles()
 		}
 	}
-	last := segs[len(segs)-1]
+	return segs, st, checkEnd(segs[len(segs)-1], st, marked)
+}
+
+// scanUnsynced scans what the mark does not cover: from the last index
+// entry below the mark, so that damage anywhere in unsynced data is
+// classified, not only at the very end. Below, not at: the batch the scan
+// starts with is then synced, and so are any entries without records
+// before it, which share its offset. With no usable index (or
+// VerifyOnOpen) the whole segment is scanned.
+func (l *Log) scanUnsynced(s *segment, loaded []indexEntry, ok bool, fileSize int64, marked markPoint, st *scanState) (scanResult, error) {
+	k := -1
+	if ok && !l.cfg.VerifyOnOpen {
+		k = sort.Search(len(loaded), func(i int) bool { return s.base+uint64(loaded[i].rel) >= marked.offset }) - 1
+	}
+	if k >= 0 {
+		from := loaded[k]
+		return scanSegment(s, int64(from.pos), s.base+uint64(from.rel), from.time, fileSize, loaded[:k+1:k+1], l.cfg.IndexIntervalBytes, st)
+	}
+	return scanSegment(s, 0, s.base, 0, fileSize, nil, l.cfg.IndexIntervalBytes, st)
+}
+
+// repairTornTail truncates the damage the scan found if it is a torn tail:
+// unsynced, at the end of the log, with no valid batch after it. Anything
+// else is an *ErrCorrupt.
+func repairTornTail(s *segment, res scanResult, canBeTail bool, marked markPoint, fileSize int64) error {
+	d := res.defect
+	corrupt := &ErrCorrupt{Segment: s.name(), Position: d.pos, Reason: d.reason}
+	synced := marked.covers(d)
+	switch {
+	case !d.torn:
+		return corrupt
+	case synced != "":
+		corrupt.Reason += synced
+		return corrupt
+	case !canBeTail:
+		corrupt.Reason += " in a sealed segment"
+		return corrupt
+	}
+	at, found, err := validBatchAfter(s.log, d.pos+1, fileSize)
+	if err != nil {
+		return fmt.Errorf("persistence: read %s: %w", s.name(), err)
+	}
+	if found {
+		corrupt.Reason += fmt.Sprintf(", followed by a valid batch at byte %d", at)
+		return corrupt
+	}
+	if err := s.log.Truncate(res.size); err != nil {
+		return fmt.Errorf("persistence: truncate %s: %w", s.name(), err)
+	}
+	return nil
+}
+
+// checkEnd refuses a log that ends before what the mark says was synced.
+func checkEnd(last *segment, st scanState, marked markPoint) error {
 	if last.next < marked.offset {
-		return segs, st, &ErrCorrupt{Segment: last.name(), Position: last.size,
+		return &ErrCorrupt{Segment: last.name(), Position: last.size,
 			Reason: fmt.Sprintf("log ends at offset %d, but offsets below %d were synced", last.next, marked.offset)}
 	}
 	if marked.index > 0 && (!st.hasLast || st.last.Index < marked.index) {
-		return segs, st, &ErrCorrupt{Segment: last.name(), Position: last.size,
+		return &ErrCorrupt{Segment: last.name(), Position: last.size,
 			Reason: fmt.Sprintf("log ends at entry %d, but entries up to %d were synced", st.last.Index, marked.index)}
 	}
-	return segs, st, nil
+	return nil
 }
 
 // covers says, as a reason's ending, why the mark covers the damage at d
