@@ -404,32 +404,9 @@ func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]
 		return wire.NewError(wire.CodeInvalidRequest, "publish frame of %d bytes is over the broker's max_frame_bytes %d", n, p.c.maxFrame)
 	}
 	p.mu.Lock()
-	for {
-		if p.mu.err != nil {
-			err := p.mu.err
-			p.mu.Unlock()
-			return err
-		}
-		var room bool
-		if acked {
-			room = p.mu.inflight == 0 || p.mu.inflight+size <= p.c.opts.PublishInflightBytes
-		} else {
-			// Behind queued acked publishes it would overtake them.
-			room = len(p.mu.buf) < maxPendingWrite && len(p.mu.queued) == 0
-		}
-		if room {
-			break
-		}
-		changed := p.mu.changed
+	if err := p.waitRoomLocked(ctx, acked, size); err != nil {
 		p.mu.Unlock()
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.c.done:
-			return p.c.closedErr()
-		}
-		p.mu.Lock()
+		return err
 	}
 	if !acked {
 		p.mu.buf = wire.AppendPublish(p.mu.buf, &wire.Publish{Ack: mode, Key: o.Key, Scope: scope, Payloads: payloads})
@@ -461,6 +438,43 @@ func (p *pubStream) enqueue(ctx context.Context, scope wire.Scope, payloads [][]
 	}
 	p.mu.Unlock()
 	return nil
+}
+
+// waitRoomLocked waits until the stream can take a publish of size bytes:
+// an acked one within the in-flight budget, a fire-and-forget one when the
+// write buffer has room and no acked publish is queued (it would overtake
+// them). It returns with p.mu held, also on an error.
+//
+// REQUIRES: p.mu is held.
+func (p *pubStream) waitRoomLocked(ctx context.Context, acked bool, size int64) error {
+	for {
+		if p.mu.err != nil {
+			return p.mu.err
+		}
+		var room bool
+		if acked {
+			room = p.mu.inflight == 0 || p.mu.inflight+size <= p.c.opts.PublishInflightBytes
+		} else {
+			room = len(p.mu.buf) < maxPendingWrite && len(p.mu.queued) == 0
+		}
+		if room {
+			return nil
+		}
+		changed := p.mu.changed
+		p.mu.Unlock()
+		var err error
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-p.c.done:
+			err = p.c.closedErr()
+		}
+		p.mu.Lock()
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // fits says whether a call's batch may join queued request pd.
