@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,7 +166,8 @@ func (n *Node) Trees(ctx context.Context) Trees {
 	}
 	n.mu.RUnlock()
 	out := Trees{}
-	for _, m := range sortMembers(members) {
+	slices.SortFunc(members, func(a, b memberRecord) int { return strings.Compare(a.NodeID, b.NodeID) })
+	for _, m := range members {
 		t := MemberTree{NodeID: m.NodeID}
 		b, err := n.tree(ctx, m)
 		if err != nil {
@@ -201,13 +204,4 @@ func (n *Node) tree(ctx context.Context, m memberRecord) ([]byte, error) {
 		return nil, fmt.Errorf("member %s answered %T", m.NodeID, res)
 	}
 	return b.Value, nil
-}
-
-func sortMembers(ms []memberRecord) []memberRecord {
-	for i := 1; i < len(ms); i++ {
-		for j := i; j > 0 && ms[j].NodeID < ms[j-1].NodeID; j-- {
-			ms[j], ms[j-1] = ms[j-1], ms[j]
-		}
-	}
-	return ms
 }

@@ -3,7 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -103,18 +104,21 @@ func (n *Node) Status(ctx context.Context) Status {
 			durable[rec.NodeID]++
 		}
 	}
+	leases := make([]int64, 0, len(n.state.members))
 	for id, m := range n.state.members {
 		st.Members = append(st.Members, MemberStatus{
-			NodeID: id, Addr: m.Addr, Admin: m.Admin, JoinedAt: m.JoinedAt, LeaseTTLLeft: time.Duration(m.Lease),
+			NodeID: id, Addr: m.Addr, Admin: m.Admin, JoinedAt: m.JoinedAt,
 			ShardsOwned: owned[id], DurableShardsOwned: durable[id], Draining: n.state.draining[id],
 			ActorMember: n.actors.has(m.ActorAddr),
 		})
+		leases = append(leases, m.Lease)
 	}
 	n.mu.RUnlock()
-	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].NodeID < st.Members[j].NodeID })
+	// etcd is asked outside the lock, each member's lease once.
 	for i := range st.Members {
-		st.Members[i].LeaseTTLLeft = n.ttlLeft(ctx, int64(st.Members[i].LeaseTTLLeft))
+		st.Members[i].LeaseTTLLeft = n.ttlLeft(ctx, leases[i])
 	}
+	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.NodeID, b.NodeID) })
 	return st
 }
 
