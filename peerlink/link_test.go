@@ -2,14 +2,7 @@ package peerlink
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
 	"sync"
 	"testing"
 	"time"
@@ -17,51 +10,11 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
+
+	"github.com/getfelix/felix-go/internal/testcerts"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// ca is a test certificate authority.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newCA(t *testing.T) *ca {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test cluster CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &ca{cert: cert, key: key, pool: pool}
-}
-
-// leaf issues a member certificate, usable as server and as client.
-func (c *ca) leaf(t *testing.T, name string) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // inbox collects what a link hands to its handler.
 type inbox struct {
@@ -102,9 +55,9 @@ func (b *inbox) waitFor(t *testing.T, n int) []string {
 	}
 }
 
-func listen(t *testing.T, c *ca, id, addr string, h func(string, Message)) *Link {
+func listen(t *testing.T, c *testcerts.CA, id, addr string, h func(string, Message)) *Link {
 	t.Helper()
-	l, err := Listen(addr, Config{NodeID: id, Cert: c.leaf(t, id), CAs: c.pool, Handle: h, QueueDepth: 64, Log: zerolog.Nop()})
+	l, err := Listen(addr, Config{NodeID: id, Cert: c.Leaf(t, id), CAs: c.Pool, Handle: h, QueueDepth: 64, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +65,7 @@ func listen(t *testing.T, c *ca, id, addr string, h func(string, Message)) *Link
 }
 
 func TestMessagesArriveInOrder(t *testing.T) {
-	c := newCA(t)
+	c := testcerts.NewCA(t)
 	inB := newInbox()
 	a := listen(t, c, "a", "127.0.0.1:0", func(string, Message) {})
 	defer a.Close()
@@ -133,9 +86,9 @@ func TestMessagesArriveInOrder(t *testing.T) {
 
 func TestPeerOfAnotherCARefused(t *testing.T) {
 	inB := newInbox()
-	b := listen(t, newCA(t), "b", "127.0.0.1:0", inB.handle)
+	b := listen(t, testcerts.NewCA(t), "b", "127.0.0.1:0", inB.handle)
 	defer b.Close()
-	stranger := listen(t, newCA(t), "x", "127.0.0.1:0", func(string, Message) {})
+	stranger := listen(t, testcerts.NewCA(t), "x", "127.0.0.1:0", func(string, Message) {})
 	defer stranger.Close()
 	stranger.Send("b", b.Addr().String(), Message{Group: "g", Data: []byte("hi")})
 	// The stranger keeps failing to connect: nothing is ever delivered.
@@ -152,7 +105,7 @@ func TestPeerOfAnotherCARefused(t *testing.T) {
 }
 
 func TestQueueBoundDrops(t *testing.T) {
-	c := newCA(t)
+	c := testcerts.NewCA(t)
 	a := listen(t, c, "a", "127.0.0.1:0", func(string, Message) {})
 	defer a.Close()
 	// Nobody listens there: everything stays queued, up to the bound.
@@ -169,13 +122,13 @@ func TestQueueBoundDrops(t *testing.T) {
 }
 
 func TestMalformedPeerDropped(t *testing.T) {
-	c := newCA(t)
+	c := testcerts.NewCA(t)
 	inB := newInbox()
 	b := listen(t, c, "b", "127.0.0.1:0", inB.handle)
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := quic.DialAddr(ctx, b.Addr().String(), clientTLS(Config{Cert: c.leaf(t, "bad"), CAs: c.pool}), quicConfig())
+	conn, err := quic.DialAddr(ctx, b.Addr().String(), clientTLS(Config{Cert: c.Leaf(t, "bad"), CAs: c.Pool}), quicConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +156,7 @@ func TestMalformedPeerDropped(t *testing.T) {
 }
 
 func TestRedialsAfterPeerRestart(t *testing.T) {
-	c := newCA(t)
+	c := testcerts.NewCA(t)
 	a := listen(t, c, "a", "127.0.0.1:0", func(string, Message) {})
 	defer a.Close()
 	in1 := newInbox()

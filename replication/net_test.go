@@ -2,15 +2,8 @@ package replication
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -20,6 +13,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/getfelix/felix-go/internal/testcerts"
 	"github.com/getfelix/felix-go/peerlink"
 	"github.com/getfelix/felix-go/persistence"
 )
@@ -55,9 +49,7 @@ type proposal struct {
 
 type netCluster struct {
 	t     *testing.T
-	ca    *x509.Certificate
-	caKey *ecdsa.PrivateKey
-	pool  *x509.CertPool
+	ca    *testcerts.CA
 	nodes map[uint64]*netReplica
 
 	mu    sync.Mutex
@@ -94,7 +86,7 @@ const netTick = 20 * time.Millisecond // election after 200–400 ms
 
 func newNetCluster(t *testing.T, n int) *netCluster {
 	c := &netCluster{t: t, nodes: map[uint64]*netReplica{}, addrs: map[uint64]string{}, moved: make(chan struct{}, 1)}
-	c.ca, c.caKey, c.pool = testCA(t)
+	c.ca = testcerts.NewCA(t)
 	var peers []raft.Peer
 	for id := uint64(1); id <= uint64(n); id++ {
 		peers = append(peers, raft.Peer{ID: id})
@@ -135,7 +127,7 @@ func (c *netCluster) start(id uint64, peers []raft.Peer) {
 	r.log, r.inbox, r.propose, r.done = l, make(chan raftpb.Message, 1024), make(chan proposal), make(chan struct{})
 	r.applied = nil
 	r.link, err = peerlink.Listen(r.addr, peerlink.Config{
-		NodeID: fmt.Sprint(id), Cert: testLeaf(t, c.ca, c.caKey), CAs: c.pool,
+		NodeID: fmt.Sprint(id), Cert: c.ca.Leaf(t, fmt.Sprint("replica-", id)), CAs: c.ca.Pool,
 		Handle: func(_ string, m peerlink.Message) {
 			var msg raftpb.Message
 			if msg.Unmarshal(m.Data) != nil {
@@ -348,38 +340,4 @@ func TestReplicasOverTheLinkAndTheLog(t *testing.T) {
 			t.Fatalf("replica %d's log differs from replica 1's", i+1)
 		}
 	}
-}
-
-func testCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey, *x509.CertPool) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "replication test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return cert, key, pool
-}
-
-func testLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "replica"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -62,6 +62,8 @@ var layers = []struct {
 		"felix/1 is a front end: it converts the wire to service types and reaches the broker only through service.Service"},
 	{"client", []string{"internal/quicconf", "routing", "wire"},
 		"the client is the other end of the wire: it shares the protocol and the QUIC settings, nothing of the broker"},
+	{"internal/testcerts", nil,
+		"test certificates for mutual TLS (a CA and its leaves); standard library only"},
 	{"peerlink", nil,
 		"the link between members carries opaque messages per group over QUIC with mutual TLS; it knows no raft, shard or wire"},
 	{"cluster", []string{"wire"},
