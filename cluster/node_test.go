@@ -204,7 +204,9 @@ func TestDurableShardStaysWithItsMember(t *testing.T) {
 		}
 	}
 	if len(onB) == 0 {
-		t.Skip("rendezvous put no shard on b; nothing to check")
+		// Placement is a pure function of the ids and keys: this holds on
+		// every run unless the hash changed.
+		t.Fatal("rendezvous put no shard of 4 on b; choose another stream name so the test checks something")
 	}
 	_ = b.Stop(ctx)
 	key := ShardKey{Scope: def.Scope(), Shard: onB[0]}
