@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -112,20 +111,4 @@ func (n *Node) Drain(ctx context.Context, node string) error {
 		return wire.WrapError(wire.CodeStorage, err, "write the drain mark of %s", node)
 	}
 	return nil
-}
-
-// Defs returns every definition in the mirror.
-func (n *Node) Defs() []StreamDef {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	out := make([]StreamDef, 0, len(n.state.defs))
-	for _, d := range n.state.defs {
-		out = append(out, d)
-	}
-	return out
-}
-
-// String describes the node for logs.
-func (n *Node) String() string {
-	return fmt.Sprintf("member %s of cluster %s", n.cfg.NodeID, n.cfg.Name)
 }
