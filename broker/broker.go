@@ -73,6 +73,8 @@ type Broker struct {
 	log    zerolog.Logger
 	name   string
 	system *actor.ActorSystem
+	// replStatus is the latest view of each replica this member runs.
+	replStatus replicaStatuses
 	// noActorCluster: see WithoutActorCluster.
 	noActorCluster bool
 	ownsSystem     bool
@@ -143,6 +145,7 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	b.queueTotal = actors.NewByteBudget(cfg.SubscriberQueueMaxBytesTotal)
 	b.dir = actors.NewDirectory()
 	b.metrics = metrics.New(b.dir, b.queueTotal)
+	b.metrics.Registry.MustRegister(replicationCollector{&b.replStatus})
 	limits := quota.Config{
 		MaxConnections: cfg.MaxClientConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
 		PublishBytesPerSec: cfg.TenantPublishBytesPerSec, PublishMsgsPerSec: cfg.TenantPublishMsgsPerSec,
@@ -437,6 +440,7 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 		Defs:          b.localDefs(),
 		Place:         b.place,
 		OpenLog:       b.openLog,
+		OpenReplica:   b.openReplica,
 		RemoveLogs:    b.removeLogs,
 		Root:          b.system.Root,
 		OnStats:       b.countFanout,

@@ -90,6 +90,9 @@ func (b *Broker) clusterHooks() cluster.Hooks {
 		Owned:    func(n int) { b.metrics.ShardsOwned.Set(float64(n)) },
 		Moved:    func(direction string) { b.metrics.ShardMoves.WithLabelValues(direction).Inc() },
 		Producer: b.producers.add,
+		Replica: func(key cluster.ShardKey) {
+			root.Send(b.registry, &streams.HostReplica{Scope: key.Scope, Shard: key.Shard})
+		},
 	}
 }
 
@@ -102,6 +105,9 @@ func (b *Broker) place(def streams.Def, shard uint32) (streams.Fence, error) {
 	node := b.node.Load()
 	if node == nil {
 		return nil, wire.NewError(wire.CodeShardUnavailable, "not_ready: this member is still starting; try another member")
+	}
+	if def.Replicated() {
+		return nil, node.PlaceReplica(cluster.ShardKey{Scope: def.Scope, Shard: shard})
 	}
 	o, err := node.Place(cluster.ShardKey{Scope: def.Scope, Shard: shard}, def.Durable)
 	if err != nil {
@@ -215,7 +221,8 @@ func (s clusterDefs) DeleteStream(d streams.Def) error {
 
 func sameSpec(a, b streams.Def) bool {
 	return a.Shards == b.Shards && a.Routing == b.Routing && a.Durable == b.Durable &&
-		a.RetentionBytes == b.RetentionBytes && a.RetentionAge == b.RetentionAge
+		a.RetentionBytes == b.RetentionBytes && a.RetentionAge == b.RetentionAge &&
+		max(a.Replicas, 1) == max(b.Replicas, 1)
 }
 
 func toCluster(d streams.Def) cluster.StreamDef {
@@ -223,7 +230,7 @@ func toCluster(d streams.Def) cluster.StreamDef {
 		Tenant: d.Scope.Tenant, Namespace: d.Scope.Namespace, Stream: d.Scope.Stream,
 		Shards: d.Shards, Routing: d.Routing.String(), Durable: d.Durable,
 		RetentionBytes: d.RetentionBytes, RetentionAgeMS: d.RetentionAge.Milliseconds(),
-		Implicit: d.Implicit, CreatedAt: d.CreatedAt,
+		Replicas: d.Replicas, Implicit: d.Implicit, CreatedAt: d.CreatedAt,
 	}
 }
 
@@ -235,7 +242,7 @@ func fromCluster(d cluster.StreamDef) (streams.Def, error) {
 	return streams.Def{
 		Scope: d.Scope(), Shards: d.Shards, Routing: r, Durable: d.Durable,
 		RetentionBytes: d.RetentionBytes, RetentionAge: time.Duration(d.RetentionAgeMS) * time.Millisecond,
-		Implicit: d.Implicit, CreatedAt: d.CreatedAt,
+		Replicas: d.Replicas, Implicit: d.Implicit, CreatedAt: d.CreatedAt,
 	}, nil
 }
 

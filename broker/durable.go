@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/getfelix/felix-go/persistence"
@@ -84,6 +85,12 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 	log, err := persistence.Open(b.logDir(def, shard), cfg, persistence.WithFileCache(b.logFileCache()))
 	if err != nil {
 		return nil, false, err
+	}
+	if def.Replicated() {
+		// Raft's storage fsyncs every entry before it is acknowledged to
+		// the leader, whatever durable_fsync says: a quorum's disks are
+		// what commit promises.
+		return replicatedLog{durableLog: durableLog{Log: log}, applied: new(atomic.Uint64)}, false, nil
 	}
 	onCommit := policy == persistence.FsyncOnCommit
 	return durableLog{Log: log, onCommit: onCommit}, onCommit, nil

@@ -44,7 +44,7 @@ func streamInfo(d streams.Def) *service.StreamInfo {
 	return &service.StreamInfo{
 		StreamSpec: service.StreamSpec{
 			Scope: d.Scope, Shards: d.Shards, Durable: d.Durable, Routing: d.Routing.String(),
-			RetentionBytes: d.RetentionBytes, RetentionAge: d.RetentionAge,
+			RetentionBytes: d.RetentionBytes, RetentionAge: d.RetentionAge, Replicas: max(d.Replicas, 1),
 		},
 		Implicit: d.Implicit, CreatedAt: d.CreatedAt,
 	}
@@ -74,9 +74,13 @@ func (c *conn) CreateStream(ctx context.Context, spec *service.StreamSpec) (*ser
 	if spec.RetentionBytes < 0 || spec.RetentionAge < 0 {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "retention cannot be negative")
 	}
+	replicas, err := c.b.replicasFor(spec)
+	if err != nil {
+		return nil, err
+	}
 	def := streams.Def{
 		Scope: spec.Scope, Shards: spec.Shards, Routing: routing, Durable: spec.Durable,
-		RetentionBytes: spec.RetentionBytes, RetentionAge: spec.RetentionAge,
+		RetentionBytes: spec.RetentionBytes, RetentionAge: spec.RetentionAge, Replicas: replicas,
 	}
 	d, err := c.registryRequest(ctx, &streams.CreateStream{Def: def})
 	if err != nil {

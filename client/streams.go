@@ -21,6 +21,10 @@ type StreamConfig struct {
 	// RetentionBytes and RetentionAge bound what a durable stream keeps.
 	RetentionBytes int64
 	RetentionAge   time.Duration
+	// Replicas is a durable stream's replication factor in a cluster
+	// (each shard a raft group over that many members); 0 takes the
+	// broker's default (3 in a cluster of at least 3, else 1).
+	Replicas int
 }
 
 // StreamInfo describes a stream.
@@ -31,6 +35,7 @@ type StreamInfo struct {
 	Routing        string
 	RetentionBytes int64
 	RetentionAge   time.Duration
+	Replicas       int
 	// Implicit is true for a stream made by its first publish or subscribe.
 	Implicit  bool
 	CreatedAt time.Time
@@ -41,7 +46,7 @@ func infoFrom(m *wire.StreamInfo) StreamInfo {
 		Stream: Stream{Tenant: m.Tenant, Namespace: m.Namespace, Name: m.Stream},
 		Shards: m.Shards, Durable: m.Durable, Routing: m.Routing,
 		RetentionBytes: m.RetentionBytes, RetentionAge: time.Duration(m.RetentionAgeMS) * time.Millisecond,
-		Implicit: m.Implicit, CreatedAt: time.UnixMilli(m.CreatedAtMS).UTC(),
+		Replicas: int(m.Replicas), Implicit: m.Implicit, CreatedAt: time.UnixMilli(m.CreatedAtMS).UTC(),
 	}
 }
 
@@ -57,6 +62,7 @@ func (c *Client) CreateStream(ctx context.Context, s Stream, cfg StreamConfig) (
 		RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream,
 		Shards: cfg.Shards, Routing: cfg.Routing, Durable: cfg.Durable,
 		RetentionBytes: cfg.RetentionBytes, RetentionAgeMS: cfg.RetentionAge.Milliseconds(),
+		Replicas: uint32(max(cfg.Replicas, 0)),
 	})
 	return c.streamInfo(res, err)
 }

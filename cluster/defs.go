@@ -70,6 +70,7 @@ func (n *Node) DeleteDef(ctx context.Context, scope wire.Scope) error {
 		clientv3.OpDelete(n.keys.stream(scope)),
 		clientv3.OpDelete(n.keys.streamOwners(scope), clientv3.WithPrefix()),
 		clientv3.OpDelete(n.keys.streamHomes(scope), clientv3.WithPrefix()),
+		clientv3.OpDelete(n.keys.streamReplicas(scope), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return wire.WrapError(wire.CodeStorage, err, "delete the definition of %s in etcd", scope)

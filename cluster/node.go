@@ -54,6 +54,9 @@ type Hooks struct {
 	Owned func(n int)
 	// Moved counts a shard that came to ("in") or left ("out") this member.
 	Moved func(direction string)
+	// Replica: this member is in the replica set of a replicated shard and
+	// must run its replica. Called again on every placement round.
+	Replica func(key ShardKey)
 	// Producer: an idempotent producer id was given out (by any member).
 	Producer func(id uint64, tenant string)
 }

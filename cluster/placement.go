@@ -54,6 +54,8 @@ func (n *Node) reconcile() {
 		}
 		n.place(a)
 	}
+	n.placeReplicaSets()
+	n.hostReplicas()
 }
 
 // plan lists the placements to try now.
@@ -61,6 +63,9 @@ func (s *state) plan(self string) []assignment {
 	candidates := s.candidates()
 	var plan []assignment
 	for scope, def := range s.defs {
+		if def.Durable && def.Replicas > 1 {
+			continue // raft groups: placed as replica sets (replicas.go)
+		}
 		for shard := range def.Shards {
 			key := ShardKey{Scope: scope, Shard: shard}
 			if rec, owned := s.owners[key]; owned {

@@ -20,6 +20,7 @@ import (
 //	                            when the owner stops renewing, and its mod
 //	                            revision is the ownership's fencing epoch
 //	homes/<t>/<ns>/<s>/<n>      the member holding a durable shard's data
+//	replicas/<t>/<ns>/<s>/<n>   a replicated shard's ReplicaSet (replicas.go)
 //	producers/<id>              an idempotent producer id's tenant
 //	actors/                     protoactor's etcd provider (the actor system's members)
 //
@@ -43,6 +44,7 @@ type StreamDef struct {
 	Shards         uint32    `json:"shards"`
 	Routing        string    `json:"routing"`
 	Durable        bool      `json:"durable"`
+	Replicas       int       `json:"replicas,omitempty"`
 	RetentionBytes int64     `json:"retention_bytes,omitempty"`
 	RetentionAgeMS int64     `json:"retention_age_ms,omitempty"`
 	Implicit       bool      `json:"implicit,omitempty"`
@@ -73,6 +75,9 @@ type ownerRecord struct {
 	NodeID string `json:"node_id"`
 	Addr   string `json:"addr"`
 	Lease  int64  `json:"lease"`
+	// Term is, for a replicated shard, the raft term its leader claimed
+	// it in (ClaimLeader): a claim never replaces a later term's.
+	Term uint64 `json:"term,omitempty"`
 	// epoch is the key's mod revision (not stored: etcd gives it).
 	epoch int64
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -23,6 +24,8 @@ type state struct {
 	defs     map[wire.Scope]StreamDef
 	owners   map[ShardKey]ownerRecord
 	homes    map[ShardKey]string
+	// replicaSets are the replicated shards' sets (replicas.go).
+	replicaSets map[ShardKey]ReplicaSet
 	// owned are the shards this member owns under its current lease.
 	owned map[ShardKey]*Ownership
 	// lastOwner remembers who owned a shard that has none now, so the
@@ -34,7 +37,8 @@ func newState() state {
 	return state{
 		members: map[string]memberRecord{}, draining: map[string]bool{}, defs: map[wire.Scope]StreamDef{},
 		owners: map[ShardKey]ownerRecord{}, homes: map[ShardKey]string{}, owned: map[ShardKey]*Ownership{},
-		lastOwner: map[ShardKey]string{},
+		replicaSets: map[ShardKey]ReplicaSet{},
+		lastOwner:   map[ShardKey]string{},
 	}
 }
 
@@ -153,6 +157,20 @@ func (n *Node) load(ctx context.Context) (int64, error) {
 	for _, kv := range res.Kvs {
 		evs = append(evs, &clientv3.Event{Type: mvccpb.PUT, Kv: kv})
 	}
+	// Definitions first: whether an owner record fences a shard depends on
+	// its stream's definition (replicated or not), and keys come sorted,
+	// owners/ before streams/.
+	streamsPrefix := n.keys.streams()
+	slices.SortStableFunc(evs, func(a, b *clientv3.Event) int {
+		as, bs := strings.HasPrefix(string(a.Kv.Key), streamsPrefix), strings.HasPrefix(string(b.Kv.Key), streamsPrefix)
+		switch {
+		case as && !bs:
+			return -1
+		case bs && !as:
+			return 1
+		}
+		return 0
+	})
 	n.mu.Lock()
 	old := n.state
 	n.state = newState()
@@ -193,7 +211,7 @@ func ownerOf(rec ownerRecord, ok bool) *wire.Owner {
 func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 	var put []StreamDef
 	var deleted []wire.Scope
-	membersChanged, unowned := false, false
+	membersChanged, unowned, sets := false, false, false
 	n.mu.Lock()
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
@@ -226,6 +244,11 @@ func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 			if id, err := strconv.ParseUint(rest, 10, 64); err == nil && ev.Type == mvccpb.PUT && n.cfg.Hooks.Producer != nil {
 				n.cfg.Hooks.Producer(id, string(ev.Kv.Value))
 			}
+		case "replicas":
+			if sk, ok := parseShardKey(rest); ok {
+				n.applyReplicaSet(sk, ev)
+				sets = true
+			}
 		case "homes":
 			if sk, ok := parseShardKey(rest); ok {
 				if ev.Type == mvccpb.DELETE {
@@ -249,7 +272,7 @@ func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 	if n.cfg.Hooks.Owned != nil {
 		n.cfg.Hooks.Owned(owned)
 	}
-	if len(put) > 0 || membersChanged || unowned {
+	if len(put) > 0 || membersChanged || unowned || sets {
 		n.poke()
 	}
 }
@@ -304,6 +327,9 @@ func (n *Node) applyOwner(sk ShardKey, ev *clientv3.Event) {
 	rec.epoch = ev.Kv.ModRevision
 	prev, hadPrev := n.state.owners[sk]
 	n.state.owners[sk] = rec
+	if n.state.replicated(sk) {
+		return // a routing hint: raft, not the record, fences the shard
+	}
 	mine := rec.NodeID == n.cfg.NodeID && rec.Lease == n.lease.Load()
 	o, owned := n.state.owned[sk]
 	switch {
@@ -392,4 +418,14 @@ func (n *Node) memberCount() int {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return len(n.state.members)
+}
+
+func (n *Node) applyReplicaSet(sk ShardKey, ev *clientv3.Event) {
+	if ev.Type == mvccpb.DELETE {
+		delete(n.state.replicaSets, sk)
+		return
+	}
+	if set, err := decode[ReplicaSet](ev.Kv.Value); err == nil {
+		n.state.replicaSets[sk] = set
+	}
 }

@@ -52,6 +52,11 @@ type Metrics struct {
 	ShardsOwned prometheus.Gauge
 	ShardMoves  *prometheus.CounterVec // direction: in, out
 
+	// Replicated shards: leader changes seen by this member's replicas,
+	// and raft messages the peer link dropped (raft sends them again).
+	LeaderChanges      prometheus.Counter
+	ReplicationDropped prometheus.Counter
+
 	dir *actors.Directory
 }
 
@@ -106,6 +111,8 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		NodeCount:           gauge("felix_node_count", "Live members of the cluster, as this member sees them (0 on a single broker)."),
 		ShardsOwned:         gauge("felix_shards_owned", "Shards this cluster member owns."),
 		ShardMoves:          vec("felix_shard_moves_total", "Shards that moved to (in) or away from (out) this member: a member lost, a drain, a lost lease.", "direction"),
+		LeaderChanges:       counter("felix_replication_leader_changes_total", "Leader changes this member's replicas saw (each replica counts each change it learns of)."),
+		ReplicationDropped:  counter("felix_replication_messages_dropped_total", "Raft messages for other members dropped by a full or unknown peer link; raft sends again what it needs."),
 		dir:                 dir,
 	}
 	f(collectors.NewGoCollector())

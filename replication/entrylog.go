@@ -33,6 +33,8 @@ type EntryLog interface {
 	ReadEntries(base, index uint64, maxBytes int) ([]Entry, error)
 	// StartOffset is the oldest offset the log still holds.
 	StartOffset() uint64
+	// NextOffset is the offset the next record will take.
+	NextOffset() uint64
 	// Sync makes everything appended or truncated so far durable.
 	Sync() error
 }

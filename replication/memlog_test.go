@@ -123,6 +123,7 @@ func (l *memLog) ReadEntries(base, index uint64, maxBytes int) ([]Entry, error) 
 }
 
 func (l *memLog) StartOffset() uint64 { return l.start }
+func (l *memLog) NextOffset() uint64  { return l.next }
 
 func (l *memLog) Sync() error {
 	l.syncs++

@@ -110,6 +110,11 @@ type Status struct {
 	// replica's log, the leader's own included: a follower's lag is
 	// LastIndex minus its Match. Nil on any other replica.
 	Match map[uint64]uint64
+	// LagRecords is, on the leader, how many of the leader's records each
+	// replica does not have yet (by its Match); Active whether the leader
+	// heard from it within the last election timeout. Nil elsewhere.
+	LagRecords map[uint64]uint64
+	Active     map[uint64]bool
 	// SnapshotsRefused counts the snapshots this replica, as leader, would
 	// have sent since it started: each means a follower is behind the
 	// compaction point and cannot catch up until snapshots carry records.
@@ -424,12 +429,32 @@ func (r *Replica) Status() Status {
 		SnapshotsRefused: r.snapshotsRefused,
 	}
 	if st.RaftState == raft.StateLeader {
+		next := r.storage.log.NextOffset()
 		s.Match = make(map[uint64]uint64, len(st.Progress))
+		s.LagRecords = make(map[uint64]uint64, len(st.Progress))
+		s.Active = make(map[uint64]bool, len(st.Progress))
 		for id, pr := range st.Progress {
 			s.Match[id] = pr.Match
+			s.Active[id] = pr.RecentActive || id == st.ID
+			// The records after Match start at the next entry's base; a
+			// replica that has every entry lacks nothing.
+			if pr.Match < last {
+				b, ok := r.storage.base(pr.Match + 1)
+				if !ok { // behind the window: it lacks all the log holds
+					b = r.storage.log.StartOffset()
+				}
+				s.LagRecords[id] = next - b
+			}
 		}
 	}
 	return s
+}
+
+// Role is the replica's place in its group, from raft's basic status: no
+// allocation, so the shard may ask on every publish.
+func (r *Replica) Role() (state raft.StateType, leader, term uint64) {
+	st := r.rn.BasicStatus()
+	return st.RaftState, st.Lead, st.Term
 }
 
 // Campaign makes the replica campaign to become leader now, rather than

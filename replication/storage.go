@@ -241,11 +241,19 @@ func (s *Storage) appendEntry(e raftpb.Entry) error {
 	return nil
 }
 
-// SetHardState makes hs durable, then lets the log's entry floor follow the
-// commit index: nothing committed may be truncated.
+// SetHardState makes hs durable when its term or vote changed, then lets
+// the log's entry floor follow the commit index: nothing committed may be
+// truncated. A change of the commit index alone is kept in memory and
+// written with the next term, vote or ConfState change: raft needs the
+// term and vote durable before it sends (a vote must never be cast twice),
+// but a commit index that comes back lower after a restart is learned
+// again from the leader, and writing it on every Ready cost two fsyncs per
+// batch on every replica.
 func (s *Storage) SetHardState(hs raftpb.HardState) error {
-	if err := writeState(s.dir, hs, s.cs); err != nil {
-		return err
+	if hs.Term != s.hs.Term || hs.Vote != s.hs.Vote {
+		if err := writeState(s.dir, hs, s.cs); err != nil {
+			return err
+		}
 	}
 	s.hs = hs
 	s.log.SetEntryFloor(hs.Commit)

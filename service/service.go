@@ -82,6 +82,11 @@ type Session interface {
 	// names itself (an empty Addr). It waits a little for shards that are
 	// being placed; one still without an owner is reported not Available.
 	ShardOwners(ctx context.Context, scope wire.Scope) (*Topology, error)
+	// Replication is this member's view of a replicated stream's shards:
+	// those whose replica runs here (the leader's view has every
+	// replica's progress), and this member's node id. Empty for a stream
+	// that is not replicated.
+	Replication(ctx context.Context, scope wire.Scope) (node string, shards []wire.ShardReplication, err error)
 	// InitProducer gives the session's tenant a new idempotent producer
 	// id; its sequences start at 0 on every shard of every stream.
 	InitProducer(ctx context.Context) (uint64, error)
@@ -223,6 +228,9 @@ type StreamSpec struct {
 	Routing        string
 	RetentionBytes int64
 	RetentionAge   time.Duration
+	// Replicas is a durable stream's replication factor in a cluster; 0
+	// takes the broker's default.
+	Replicas int
 }
 
 // StreamInfo describes a stream.

@@ -24,6 +24,10 @@ type Def struct {
 	Durable        bool
 	RetentionBytes int64
 	RetentionAge   time.Duration
+	// Replicas is a durable stream's replication factor in a cluster: with
+	// more than one, each shard is a raft group over that many members.
+	// Zero or one: one copy, on its home member.
+	Replicas int
 	// Implicit marks an in-memory, one-shard stream made by its first
 	// publish or subscribe. It is not stored: it vanishes with the broker.
 	Implicit  bool
@@ -34,8 +38,12 @@ type Def struct {
 // so a repeated create is idempotent and a conflicting one is refused.
 func (d Def) sameSettings(o Def) bool {
 	return d.Shards == o.Shards && d.Routing == o.Routing && d.Durable == o.Durable &&
-		d.RetentionBytes == o.RetentionBytes && d.RetentionAge == o.RetentionAge
+		d.RetentionBytes == o.RetentionBytes && d.RetentionAge == o.RetentionAge &&
+		max(d.Replicas, 1) == max(o.Replicas, 1)
 }
+
+// Replicated reports whether the stream's shards are raft groups.
+func (d Def) Replicated() bool { return d.Durable && d.Replicas > 1 }
 
 // DefStore keeps explicit stream definitions across restarts. The registry
 // calls it inside Receive: stream administration is rare and must be

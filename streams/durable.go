@@ -97,6 +97,19 @@ func (s *shard) openLog(self *actor.PID) error {
 		s.ref.opened(nil, err)
 		return err
 	}
+	if s.openReplica != nil {
+		if err := s.startReplica(log); err != nil {
+			if cerr := log.Close(); cerr != nil {
+				s.logger.Warn().Err(cerr).Msg("close durable log")
+			}
+			err = wire.WrapError(wire.CodeStorage, err, "start the replica of %s shard %d", s.scope, s.n)
+			s.ref.opened(nil, err)
+			return err
+		}
+		s.log = log
+		s.ref.opened(log, nil)
+		return nil
+	}
 	// The producer table is rebuilt from the stamps in the log: one pass
 	// over the log's batch headers, before the shard takes any publish.
 	// Retention is not running yet, so nothing moves under the walk.
@@ -146,6 +159,7 @@ func (s *shard) handleStopped() {
 	s.retention.Stop()
 	s.idle.Stop()
 	s.waiter.Stop()
+	s.stopReplica()
 	s.ledger.failAll(errStoppedInFlight)
 	s.ref.opened(nil, ErrShardStopped) // if it never opened
 	if s.log == nil {

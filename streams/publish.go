@@ -144,10 +144,25 @@ func (s *shard) awaitDurable(pe *pending, env *Envelope) {
 // deliver keeps the batch in the ring, fans it out and answers the publisher.
 func (s *shard) deliver(pe *pending, env *Envelope) {
 	s.at(stepDeliver)
+	stats := s.publishBatch(env)
+	s.ledger.answer(pe, s.fenced(PublishResult{Base: env.Base, Durable: env.Durable}))
+	s.report(stats)
+}
+
+// publishCommitted delivers a batch no publisher here waits for: one a
+// replicated shard applies as a follower, or as a leader for a predecessor.
+func (s *shard) publishCommitted(env *Envelope) {
+	s.report(s.publishBatch(env))
+}
+
+// publishBatch keeps the batch in the ring and fans it out.
+func (s *shard) publishBatch(env *Envelope) *FanoutStats {
 	s.delivered = env.Base + uint64(env.Len())
 	s.ring.push(env)
-	stats := s.fanout(env)
-	s.ledger.answer(pe, s.fenced(PublishResult{Base: env.Base, Durable: env.Durable}))
+	return s.fanout(env)
+}
+
+func (s *shard) report(stats *FanoutStats) {
 	if s.onStats != nil {
 		s.onStats(stats)
 	}

@@ -50,6 +50,11 @@ type RegistryConfig struct {
 	// shard calls it on its own goroutine after it started; nil means this
 	// broker has no durable storage.
 	OpenLog func(def Def, shard uint32) (log Log, onCommit bool, err error)
+	// OpenReplica, in a cluster with a peer link, starts the raft side of
+	// a replicated shard over its opened log; the shard calls it on its own
+	// goroutine right after OpenLog. Nil: replicated streams cannot serve
+	// here (their shards answer storage errors).
+	OpenReplica func(def Def, shard uint32, log Log, inbox *PeerInbox) (Replica, error)
 	// RemoveLogs deletes a deleted durable stream's data.
 	RemoveLogs func(def Def)
 	// Root sends from the shards' helper goroutines.
@@ -109,7 +114,27 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.handleDefsChanged(ctx, msg)
 	case *StopShard:
 		ctx.Send(r.shards, &stopShard{key: shardKey{msg.Scope, msg.Shard}})
+	case *HostReplica:
+		r.handleHostReplica(ctx, msg)
 	}
+}
+
+// HostReplica makes sure this member runs its replica of a replicated
+// shard (it is in the shard's replica set), whether or not any client asked
+// for it: followers must apply what the leader sends. Repeating it is
+// harmless; a replica that stopped (its storage failed) starts again.
+type HostReplica struct {
+	actors.ControlMessage
+	Scope wire.Scope
+	Shard uint32
+}
+
+func (r *registry) handleHostReplica(ctx actor.Context, msg *HostReplica) {
+	def, ok := r.defs[msg.Scope]
+	if !ok || !def.Replicated() || msg.Shard >= def.Shards || r.cfg.OpenLog == nil {
+		return
+	}
+	ctx.Send(r.shards, &spawnShard{def: def, shard: msg.Shard})
 }
 
 // handleShardIdle forgets an implicit stream whose shard stopped for being

@@ -198,11 +198,15 @@ type shard struct {
 	lastUsed  time.Time        // the last publish or subscriber change (idle check)
 	ledger    ledger
 	producers *producerTable // idempotent producers (durable only)
-	subs      []subscriber
-	ring      ring
-	next      uint64       // records appended so far: the next record's offset
-	delivered uint64       // the offset after the last batch fanned out
-	full      []subscriber // scratch: subscribers that were full (block)
+	// openReplica, for a replicated shard, starts its raft side over the
+	// opened log; repl is that side once started.
+	openReplica func(log Log, inbox *PeerInbox) (Replica, error)
+	repl        *replicated
+	subs        []subscriber
+	ring        ring
+	next        uint64       // records appended so far: the next record's offset
+	delivered   uint64       // the offset after the last batch fanned out
+	full        []subscriber // scratch: subscribers that were full (block)
 }
 
 func newShard(scope wire.Scope, n uint32, cfg ShardConfig, log zerolog.Logger, onStats func(*FanoutStats)) *shard {
@@ -232,6 +236,10 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.handleEnforceRetention()
 	case *checkIdle:
 		s.handleCheckIdle(ctx)
+	case *replicaTick:
+		s.handleReplicaTick()
+	case *peerMessage:
+		s.handlePeerMessage(msg)
 	case *actor.Stopped:
 		s.handleStopped()
 	default:
@@ -282,6 +290,10 @@ func (s *shard) handleRestarting() {
 func (s *shard) handlePublish(p *Publish) {
 	s.used()
 	pe := s.ledger.accept(p)
+	if s.repl != nil {
+		s.publishReplicated(pe, p)
+		return
+	}
 	s.at(stepCheck)
 	adm, err := s.check(p)
 	if err != nil {

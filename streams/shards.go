@@ -142,7 +142,7 @@ func (s *shardSupervisor) handleSpawnShard(ctx actor.Context, msg *spawnShard) {
 	key := shardKey{msg.def.Scope, msg.shard}
 	if ref, ok := s.shards[key]; ok && !ref.Mailbox.IsClosed() {
 		if ref.fence == msg.fence {
-			ctx.Respond(ref)
+			respond(ctx, ref)
 			return
 		}
 		// A new ownership (this member lost the shard and got it back):
@@ -167,7 +167,7 @@ func (s *shardSupervisor) handleSpawnShard(ctx actor.Context, msg *spawnShard) {
 	s.generations[key]++
 	pid, err := ctx.SpawnNamed(props, name)
 	if err != nil {
-		ctx.Respond(&ShardRef{Err: fmt.Errorf("streams: spawn shard %s: %w", msg.def.Scope, err)})
+		respond(ctx, &ShardRef{Err: fmt.Errorf("streams: spawn shard %s: %w", msg.def.Scope, err)})
 		return
 	}
 	ref.PID = pid
@@ -176,8 +176,19 @@ func (s *shardSupervisor) handleSpawnShard(ctx actor.Context, msg *spawnShard) {
 	}
 	ctx.Watch(pid)
 	s.shards[key] = ref
-	ctx.Respond(ref)
+	respond(ctx, ref)
 }
+
+// respond answers a request; HostReplica's spawn has no requester.
+func respond(ctx actor.Context, msg any) {
+	if ctx.Sender() != nil {
+		ctx.Respond(msg)
+	}
+}
+
+// errNoReplication refuses a replicated shard on a member without the
+// peer link its raft group needs.
+var errNoReplication = errors.New("the stream is replicated, and this member has no peer link (set cluster_tls_ca, cluster_tls_cert and cluster_tls_key)")
 
 // newShard builds a shard and its ref; a durable one opens its log itself.
 func (s *shardSupervisor) newShard(def Def, n uint32) (*ShardRef, *shard) {
@@ -188,6 +199,15 @@ func (s *shardSupervisor) newShard(def Def, n uint32) (*ShardRef, *shard) {
 		ref.openDone = make(chan struct{})
 		openLog := s.cfg.OpenLog
 		sh.open = func() (Log, bool, error) { return openLog(def, n) }
+		if def.Replicated() {
+			open := s.cfg.OpenReplica
+			if open == nil {
+				// Serving it as one copy would acknowledge what no
+				// other member has.
+				sh.open = func() (Log, bool, error) { return nil, false, errNoReplication }
+			}
+			sh.openReplica = func(log Log, inbox *PeerInbox) (Replica, error) { return open(def, n, log, inbox) }
+		}
 	}
 	return ref, sh
 }

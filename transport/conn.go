@@ -323,6 +323,8 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 		answer(r, m.RequestID, func() (wire.Message, error) { return initProducer(ctx, h.session, m) })
 	case *wire.ShardOwners:
 		answer(r, m.RequestID, func() (wire.Message, error) { return h.shardOwners(ctx, m) })
+	case *wire.ReplicationStatus:
+		answer(r, m.RequestID, func() (wire.Message, error) { return h.replicationStatus(ctx, m) })
 	case *wire.StreamDelete:
 		answer(r, m.RequestID, func() (wire.Message, error) {
 			return &wire.OK{RequestID: m.RequestID}, h.session.DeleteStream(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))
@@ -343,6 +345,19 @@ func (h *connHandler) shardOwners(ctx context.Context, m *wire.ShardOwners) (wir
 		return nil, wire.NewError(wire.CodeInvalidRequest, "shard_owners needs FeatureShardOwners, which this connection did not negotiate")
 	}
 	return shardOwners(ctx, h.session, m)
+}
+
+// replicationStatus answers a client that negotiated
+// FeatureReplicationStatus (see shardOwners for why others are refused).
+func (h *connHandler) replicationStatus(ctx context.Context, m *wire.ReplicationStatus) (wire.Message, error) {
+	if h.info.Features&wire.FeatureReplicationStatus == 0 {
+		return nil, wire.NewError(wire.CodeInvalidRequest, "replication_status needs FeatureReplicationStatus, which this connection did not negotiate")
+	}
+	node, shards, err := h.session.Replication(ctx, scopeOf(m.Tenant, m.Namespace, m.Stream))
+	if err != nil {
+		return nil, err
+	}
+	return &wire.ReplicationStatusView{RequestID: m.RequestID, Node: node, Shards: shards}, nil
 }
 
 // answerReserve is the room an answer to msg may take.

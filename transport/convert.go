@@ -30,6 +30,10 @@ func subscribeRequest(m *wire.Subscribe) (*service.Subscribe, error) {
 	return req, nil
 }
 
+// maxReplicas caps the replication factor read off the wire before it
+// becomes an int; the broker refuses anything above its members anyway.
+const maxReplicas = 64
+
 func createStream(ctx context.Context, s service.Session, m *wire.StreamCreate) (wire.Message, error) {
 	// The longest age a time.Duration holds, about 292 years. Past it the
 	// conversion wraps: 18446744073710 ms became 0.45 ms and retention
@@ -47,6 +51,7 @@ func createStream(ctx context.Context, s service.Session, m *wire.StreamCreate) 
 	info, err := s.CreateStream(ctx, &service.StreamSpec{
 		Scope: scopeOf(m.Tenant, m.Namespace, m.Stream), Shards: m.Shards, Durable: m.Durable, Routing: m.Routing,
 		RetentionBytes: m.RetentionBytes, RetentionAge: time.Duration(m.RetentionAgeMS) * time.Millisecond,
+		Replicas: int(min(m.Replicas, maxReplicas)),
 	})
 	if err != nil {
 		return nil, err
@@ -83,7 +88,7 @@ func streamInfo(requestID uint64, d *service.StreamInfo) *wire.StreamInfo {
 		Tenant:    d.Scope.Tenant, Namespace: d.Scope.Namespace, Stream: d.Scope.Stream,
 		Shards: d.Shards, Durable: d.Durable, Routing: d.Routing,
 		RetentionBytes: d.RetentionBytes, RetentionAgeMS: d.RetentionAge.Milliseconds(),
-		Implicit: d.Implicit, CreatedAtMS: d.CreatedAt.UnixMilli(),
+		Replicas: uint32(max(d.Replicas, 0)), Implicit: d.Implicit, CreatedAtMS: d.CreatedAt.UnixMilli(),
 	}
 }
 

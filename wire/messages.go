@@ -100,7 +100,8 @@ const (
 
 	// SupportedFeatures is every feature this version implements.
 	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards |
-		FeaturePublishConditional | FeatureIdempotentProducer | FeatureRedirect | FeatureShardOwners
+		FeaturePublishConditional | FeatureIdempotentProducer | FeatureRedirect | FeatureShardOwners |
+		FeatureReplicationStatus
 	// SupportedFlags is every frame flag this version reads and writes.
 	SupportedFlags = knownFlags
 )
@@ -267,6 +268,10 @@ type StreamCreate struct {
 	Routing        string `msgpack:"routing,omitempty"`
 	RetentionBytes int64  `msgpack:"retention_bytes,omitempty"`
 	RetentionAgeMS int64  `msgpack:"retention_age_ms,omitempty"`
+	// Replicas is a durable stream's replication factor in a cluster
+	// (0: the broker's default: 3 in a cluster of at least 3 members with
+	// a peer link, else 1).
+	Replicas uint32 `msgpack:"replicas,omitempty"`
 }
 
 // StreamGet asks for one stream's definition; answered by StreamInfo.
@@ -305,6 +310,7 @@ type StreamInfo struct {
 	Routing        string `msgpack:"routing"`
 	RetentionBytes int64  `msgpack:"retention_bytes,omitempty"`
 	RetentionAgeMS int64  `msgpack:"retention_age_ms,omitempty"`
+	Replicas       uint32 `msgpack:"replicas,omitempty"`
 	// Implicit is true for a stream made by its first publish or subscribe.
 	Implicit    bool  `msgpack:"implicit,omitempty"`
 	CreatedAtMS int64 `msgpack:"created_at_ms"`
@@ -418,6 +424,10 @@ func newMessage(t MsgType) Message {
 		return &ShardOwners{}
 	case TypeShardOwnersView:
 		return &ShardOwnersView{}
+	case TypeReplicationStatus:
+		return &ReplicationStatus{}
+	case TypeReplicationStatusView:
+		return &ReplicationStatusView{}
 	case TypeSubscribe:
 		return &Subscribe{}
 	case TypeSubscribed:

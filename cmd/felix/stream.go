@@ -19,6 +19,7 @@ type streamOpts struct {
 	durable        bool
 	retentionBytes string
 	retentionAge   time.Duration
+	replicas       int
 	json           bool
 }
 
@@ -30,6 +31,7 @@ func newStreamCmd() *command {
 	fs.StringVar(&o.routing, "routing", "modulo", "create: how keys map to shards: modulo or jump (jump consistent hashing)")
 	fs.BoolVar(&o.durable, "durable", false, "create: keep the stream in the broker's durable log (offsets, survives restarts)")
 	fs.StringVar(&o.retentionBytes, "retention-bytes", "0", "create, durable only: keep about this much per shard, e.g. 10GiB (0: the broker's durable_retention_bytes)")
+	fs.IntVar(&o.replicas, "replicas", 0, "create, durable only, in a cluster: keep each shard on this many members, a raft group (0: 3 in a cluster of at least 3, else 1)")
 	fs.DurationVar(&o.retentionAge, "retention-age", 0, "create, durable only: keep records about this long, e.g. 72h (0: the broker's durable_retention_age_ms)")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	c := &command{
@@ -40,7 +42,7 @@ func newStreamCmd() *command {
 made implicitly, in memory, with one shard; create one first to give it
 shards, jump routing, or durability. Retention deletes whole segments. Definitions survive a broker restart.
 
-  felix stream create --stream S [--shards N] [--routing modulo|jump] [--durable [--retention-bytes B] [--retention-age D]]
+  felix stream create --stream S [--shards N] [--routing modulo|jump] [--durable [--replicas N] [--retention-bytes B] [--retention-age D]]
   felix stream ls [--namespace NS]
   felix stream info --stream S
   felix stream rm --stream S`,
@@ -84,6 +86,7 @@ func (o *streamOpts) run(ctx context.Context, args []string) error {
 	case "create":
 		info, err := c.CreateStream(ctx, o.conn.streamRef(), client.StreamConfig{
 			Shards: o.shards, Routing: o.routing, Durable: o.durable, RetentionBytes: retention, RetentionAge: o.retentionAge,
+			Replicas: o.replicas,
 		})
 		if err != nil {
 			return err
@@ -94,7 +97,19 @@ func (o *streamOpts) run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return o.print([]client.StreamInfo{info})
+		if info.Replicas <= 1 {
+			return o.print([]client.StreamInfo{info})
+		}
+		rows, err := o.replicationOf(ctx, c, info)
+		if err != nil {
+			return err
+		}
+		if !o.json {
+			if err := o.print([]client.StreamInfo{info}); err != nil {
+				return err
+			}
+		}
+		return o.printReplication(rows)
 	case "rm":
 		if err := c.DeleteStream(ctx, o.conn.streamRef()); err != nil {
 			return err
@@ -121,6 +136,7 @@ func (o *streamOpts) print(list []client.StreamInfo) error {
 			Shards         uint32 `json:"shards"`
 			Routing        string `json:"routing"`
 			Durable        bool   `json:"durable"`
+			Replicas       int    `json:"replicas"`
 			RetentionBytes int64  `json:"retention_bytes"`
 			RetentionAge   string `json:"retention_age"`
 			Implicit       bool   `json:"implicit"`
@@ -130,7 +146,7 @@ func (o *streamOpts) print(list []client.StreamInfo) error {
 		for _, s := range list {
 			if err := enc.Encode(row{
 				Stream: s.Stream.Tenant + "/" + s.Stream.Namespace + "/" + s.Stream.Name, Shards: s.Shards, Routing: s.Routing,
-				Durable: s.Durable, RetentionBytes: s.RetentionBytes, RetentionAge: s.RetentionAge.String(),
+				Durable: s.Durable, Replicas: s.Replicas, RetentionBytes: s.RetentionBytes, RetentionAge: s.RetentionAge.String(),
 				Implicit: s.Implicit, CreatedAt: s.CreatedAt.Format(time.RFC3339),
 			}); err != nil {
 				return err
@@ -151,6 +167,9 @@ func (o *streamOpts) print(list []client.StreamInfo) error {
 		}
 		if s.Durable {
 			kind = "durable"
+		}
+		if s.Replicas > 1 {
+			kind = fmt.Sprintf("durable ×%d", s.Replicas)
 		}
 		ret := "-"
 		if s.RetentionBytes > 0 || s.RetentionAge > 0 {

@@ -72,7 +72,7 @@ var layers = []struct {
 		"test helpers run an embedded etcd and real broker processes, and drive them through the client; the members share one signing key (auth) and one certificate (quicconf), as a client of them all needs"},
 	{"cluster/e2e", nil,
 		"end-to-end tests only: they import the client and the harness in their test files"},
-	{"broker", []string{"actors", "auth", "cluster", "config", "internal/quicconf", "lanes", "metadata", "metrics", "persistence", "quota", "routing", "service", "streams", "subscribers", "transport", "wire"},
+	{"broker", []string{"actors", "auth", "cluster", "config", "internal/quicconf", "lanes", "metadata", "metrics", "persistence", "quota", "replication", "routing", "service", "streams", "subscribers", "transport", "wire"},
 		"the broker assembles the tree and the transport; it never uses the client or the test helpers"},
 	{"internal/brokertest", []string{"actors", "auth", "broker", "client", "config", "internal/quicconf", "metrics", "wire"},
 		"test helpers drive a real broker through the client and raw QUIC"},

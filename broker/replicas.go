@@ -1,0 +1,294 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/getfelix/felix-go/cluster"
+	"github.com/getfelix/felix-go/persistence"
+	"github.com/getfelix/felix-go/replication"
+	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/streams"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// A replicated shard's raft side: replication.Replica over the shard's own
+// log (the log is raft's storage), messages to the other replicas over the
+// peer link, the replica set and the members' addresses from the cluster.
+// The shard (streams/replicated.go) drives it on its own goroutine.
+
+// peerLink is what a replica needs of the members' link (Peers).
+type peerLink interface {
+	// Register routes a group's messages to h, which must not block.
+	Register(group string, h func(from string, data []byte)) (unregister func(), err error)
+	// Send queues data for group on member toNode; false when it was
+	// dropped (unknown member, full queue): raft sends again.
+	Send(toNode, group string, data []byte) bool
+}
+
+// replicatedLog is a replicated shard's log as readers see it: they stop
+// at what the shard applied (committed by a quorum), not at what this
+// replica wrote. Appends go through raft's storage only.
+type replicatedLog struct {
+	durableLog
+	applied *atomic.Uint64
+}
+
+var errAppendReplicated = errors.New("broker: a replicated shard appends through raft only")
+
+func (l replicatedLog) Append(uint64, [][]byte, time.Time) error { return errAppendReplicated }
+
+func (l replicatedLog) AppendStamped(uint64, [][]byte, time.Time, streams.Stamp) error {
+	return errAppendReplicated
+}
+
+func (l replicatedLog) Committed() uint64 { return l.applied.Load() }
+
+// replicaGroup names a shard's raft group on the peer link. The creation
+// time keeps a stream deleted and made again from taking the old group's
+// messages.
+func replicaGroup(def streams.Def, shard uint32) string {
+	return fmt.Sprintf("%s/%d@%d", def.Scope, shard, def.CreatedAt.UnixNano())
+}
+
+// openReplica is the registry's OpenReplica hook.
+func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inbox *streams.PeerInbox) (streams.Replica, error) {
+	node, link := b.node.Load(), b.peerLink()
+	if node == nil || link == nil {
+		return nil, errNoPeerLink
+	}
+	key := cluster.ShardKey{Scope: def.Scope, Shard: shard}
+	set, ok := node.ReplicaSet(key)
+	if !ok {
+		return nil, fmt.Errorf("shard %s has no replica set yet", key)
+	}
+	id, in := set.Has(node.ID())
+	if !in {
+		return nil, fmt.Errorf("member %s is not in the replica set of %s", node.ID(), key)
+	}
+	rl, ok := log.(replicatedLog)
+	if !ok {
+		return nil, fmt.Errorf("shard %s: the log is not a replicated log", key)
+	}
+	storage, err := replication.OpenStorage(rl.Log, b.logDir(def, shard))
+	if err != nil {
+		return nil, err
+	}
+	peers := make([]raft.Peer, len(set.Members))
+	for i, m := range set.Members {
+		peers[i] = raft.Peer{ID: m.ID}
+	}
+	logger := b.log.With().Str("stream", def.Scope.String()).Uint32("shard", shard).Logger()
+	r, err := replication.NewReplica(replication.Config{ID: id, Storage: storage, Peers: peers, Log: logger.Level(zerolog.WarnLevel)})
+	if err != nil {
+		return nil, err
+	}
+	sr := &shardReplica{r: r, key: key, group: replicaGroup(def, shard), set: set, node: node, link: link, applied: rl.applied, log: logger, b: b}
+	sr.applied.Store(rl.StartOffset())
+	if sr.unregister, err = link.Register(sr.group, func(_ string, data []byte) { inbox.Deliver(data) }); err != nil {
+		return nil, err
+	}
+	return sr, nil
+}
+
+// errNoPeerLink refuses a replicated shard on a member without the link.
+var errNoPeerLink = errors.New("this member has no peer link for replicated shards (set cluster_tls_ca, cluster_tls_cert and cluster_tls_key)")
+
+// shardReplica adapts replication.Replica to streams.Replica. Only the
+// shard's goroutine calls it.
+type shardReplica struct {
+	r          *replication.Replica
+	key        cluster.ShardKey
+	group      string
+	set        cluster.ReplicaSet
+	node       *cluster.Node
+	link       peerLink
+	applied    *atomic.Uint64
+	unregister func()
+	log        zerolog.Logger
+	b          *Broker
+	// failed is the Ready error after which the replica takes nothing.
+	failed error
+	// claimed is the term this replica last claimed the shard's owner
+	// record in; leader the last leader it saw.
+	claimed, leader uint64
+	ticks           uint64
+}
+
+var _ streams.Replica = (*shardReplica)(nil)
+
+func (s *shardReplica) Propose(records [][]byte, stamp *streams.Stamp) (streams.Ticket, error) {
+	if s.failed != nil {
+		return nil, s.failed
+	}
+	var ps *persistence.Stamp
+	if stamp != nil {
+		ps = &persistence.Stamp{Producer: stamp.Producer, Sequence: stamp.Sequence, Digest: stamp.Digest}
+	}
+	p, err := s.r.ProposeAt(records, ps)
+	if err != nil {
+		var nl *replication.ErrNotLeader
+		if errors.As(err, &nl) {
+			return nil, s.Role().NotLeader
+		}
+		return nil, err
+	}
+	return func() (uint64, uint64, bool) { return p.Index, p.Term, p.Lost }, nil
+}
+
+// Tick advances raft's clock, and every statusTicks ticks refreshes the
+// replica's entry in the broker's status view.
+func (s *shardReplica) Tick() {
+	s.r.Tick()
+	if s.ticks++; s.ticks%statusTicks == 0 {
+		s.b.replStatus.put(s.key, s.statusOf(s.r.Status()))
+	}
+}
+
+// statusTicks is how often (in ticks, one second) a replica refreshes its
+// status view: Status allocates, so not on every tick.
+const statusTicks = 10
+
+func (s *shardReplica) HasReady() bool { return s.failed == nil && s.r.HasReady() }
+
+func (s *shardReplica) Step(data []byte) error {
+	var m raftpb.Message
+	if err := m.Unmarshal(data); err != nil {
+		return fmt.Errorf("broker: undecodable raft message for %s: %w", s.key, err)
+	}
+	return s.r.Step(m)
+}
+
+func (s *shardReplica) Ready(apply func(streams.Applied)) error {
+	err := s.r.Ready(s.send, func(c replication.Committed) {
+		a := streams.Applied{Index: c.Index, Term: c.Term, Base: c.Base, Time: c.Time, Records: c.Records}
+		if c.Stamp != nil {
+			a.Stamp = &streams.Stamp{Producer: c.Stamp.Producer, Sequence: c.Stamp.Sequence, Digest: c.Stamp.Digest}
+		}
+		// Readers may read up to here once the shard fans it out.
+		s.applied.Store(c.Base + uint64(len(c.Records)))
+		apply(a)
+	})
+	if err != nil {
+		s.failed = fmt.Errorf("%w: %w", streams.ErrReplicaFailed, err)
+		return s.failed
+	}
+	s.observeRole()
+	return nil
+}
+
+// send hands raft's messages to the link, serialised now (raft's rule).
+func (s *shardReplica) send(msgs []raftpb.Message) {
+	for _, m := range msgs {
+		node, ok := s.set.NodeOf(m.To)
+		if !ok {
+			continue
+		}
+		data, err := m.Marshal()
+		if err != nil {
+			s.log.Warn().Err(err).Msg("marshal raft message")
+			continue
+		}
+		if !s.link.Send(node, s.group, data) {
+			s.b.metrics.ReplicationDropped.Inc()
+		}
+	}
+}
+
+// observeRole logs leader changes and, on becoming leader, claims the
+// shard's owner record so clients are routed here.
+func (s *shardReplica) observeRole() {
+	state, lead, term := s.r.Role()
+	if lead != s.leader {
+		from, _ := s.set.NodeOf(s.leader)
+		to, _ := s.set.NodeOf(lead)
+		s.log.Info().Str("from", from).Str("to", to).Uint64("term", term).Msg("shard leader changed")
+		s.leader = lead
+		s.b.metrics.LeaderChanges.Inc()
+		s.b.replStatus.put(s.key, s.statusOf(s.r.Status()))
+	}
+	if state == raft.StateLeader && s.claimed != term {
+		s.claimed = term
+		s.node.ClaimLeader(s.key, term)
+	}
+}
+
+func (s *shardReplica) Role() streams.Role {
+	state, lead, term := s.r.Role()
+	if state == raft.StateLeader {
+		return streams.Role{Leader: true, Term: term}
+	}
+	return streams.Role{Term: term, NotLeader: s.notLeader(lead, term)}
+}
+
+// notLeader is the refusal a follower gives: not_leader naming the leader
+// and its address, or shard_unavailable while there is none.
+func (s *shardReplica) notLeader(lead, term uint64) error {
+	node, ok := s.set.NodeOf(lead)
+	if !ok {
+		return wire.NewError(wire.CodeShardUnavailable, "electing: replicated shard %s has no leader yet; retry", s.key)
+	}
+	addr, ok := s.node.MemberAddr(node)
+	if !ok {
+		return wire.NewError(wire.CodeShardUnavailable, "electing: the leader of %s (member %s) is not reachable from here; retry", s.key, node)
+	}
+	e := wire.NewError(wire.CodeNotLeader, "replicated shard %s is led by member %s at %s", s.key, node, addr)
+	e.Owner = &wire.Owner{NodeID: node, Addr: addr, Generation: term}
+	return e
+}
+
+func (s *shardReplica) Close() {
+	if s.unregister != nil {
+		s.unregister()
+	}
+	s.b.replStatus.remove(s.key)
+}
+
+// peerLink is the members' link, nil until it started (or when the
+// cluster_tls_* knobs are not set).
+func (b *Broker) peerLink() peerLink { return nil }
+
+// defaultReplicas is a durable stream's replication factor in a cluster of
+// at least that many members with a peer link, when the creator gives none.
+const defaultReplicas = 3
+
+// replicasFor decides a new stream's replication factor: what the creator
+// asked for, checked against what this broker can give, or the default.
+func (b *Broker) replicasFor(spec *service.StreamSpec) (int, error) {
+	asked := spec.Replicas
+	switch {
+	case asked < 0:
+		return 0, wire.NewError(wire.CodeInvalidRequest, "replicas cannot be negative")
+	case asked > 1 && !spec.Durable:
+		return 0, wire.NewError(wire.CodeInvalidRequest, "replicas %d: only durable streams are replicated (add --durable)", asked)
+	case !spec.Durable:
+		return 0, nil
+	}
+	node := b.node.Load()
+	if node == nil || b.peerLink() == nil {
+		if asked > 1 {
+			return 0, wire.NewError(wire.CodeInvalidRequest, "replicas %d: replication needs a cluster whose members have a peer link (cluster_etcd and cluster_tls_ca/cert/key)", asked)
+		}
+		return 0, nil
+	}
+	live := node.LiveMembers()
+	if asked == 0 {
+		if live >= defaultReplicas {
+			return defaultReplicas, nil
+		}
+		return 0, nil
+	}
+	if asked > live {
+		return 0, wire.NewError(wire.CodeInvalidRequest, "replicas %d: the cluster has %d live members; start more or ask for fewer", asked, live)
+	}
+	if asked == 1 {
+		return 0, nil
+	}
+	return asked, nil
+}

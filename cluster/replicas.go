@@ -1,0 +1,249 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/getfelix/felix-go/wire"
+)
+
+// Replicated shards (StreamDef.Replicas > 1). Each is a raft group over a
+// replica set: the rendezvous top-R of the live members that are not
+// draining when the shard is first placed, written once, create-if-absent,
+// under replicas/<t>/<ns>/<s>/<n>. The set does not follow membership:
+// a member that dies stays in it, and its replica catches up when it comes
+// back (the group keeps a quorum meanwhile). Every member of the set runs
+// its replica (Hooks.Replica); the group's raft leader writes the owner
+// record on its own lease (ClaimLeader) so that clients find it. That
+// record is a routing hint only: a replicated shard is fenced by raft (a
+// leader commits only with a quorum, and CheckQuorum steps a cut-off
+// leader down), never by the owner record or its lease.
+
+// ReplicaSet is a replicated shard's members, each with its raft id in the
+// shard's group (1 to R, never reused).
+type ReplicaSet struct {
+	Members []Replica `json:"members"`
+}
+
+// Replica is one member of a replica set.
+type Replica struct {
+	ID   uint64 `json:"id"`
+	Node string `json:"node"`
+}
+
+// Has reports whether node is in the set, and its raft id.
+func (s ReplicaSet) Has(node string) (uint64, bool) {
+	for _, r := range s.Members {
+		if r.Node == node {
+			return r.ID, true
+		}
+	}
+	return 0, false
+}
+
+// NodeOf is the member with raft id id.
+func (s ReplicaSet) NodeOf(id uint64) (string, bool) {
+	for _, r := range s.Members {
+		if r.ID == id {
+			return r.Node, true
+		}
+	}
+	return "", false
+}
+
+func (k keys) replicas() string              { return k.prefix + "/replicas/" }
+func (k keys) replicaSet(sk ShardKey) string { return k.replicas() + shardPath(sk) }
+func (k keys) streamReplicas(s wire.Scope) string {
+	return k.replicas() + s.String() + "/"
+}
+
+// replicated reports whether key's stream is replicated. Callers hold mu.
+func (s *state) replicated(key ShardKey) bool {
+	d, ok := s.defs[key.Scope]
+	return ok && d.Durable && d.Replicas > 1
+}
+
+// planReplicaSet picks a new replicated shard's set: the top R members by
+// rendezvous score, so every member computes the same set. Fewer live
+// members than R: none yet.
+func planReplicaSet(key ShardKey, replicas int, candidates []memberRecord) (ReplicaSet, bool) {
+	if len(candidates) < replicas {
+		return ReplicaSet{}, false
+	}
+	ranked := slices.Clone(candidates)
+	score := func(m memberRecord) uint64 { return xxhash.Sum64String(m.NodeID + "\x00" + key.String()) }
+	slices.SortFunc(ranked, func(a, b memberRecord) int {
+		sa, sb := score(a), score(b)
+		switch {
+		case sa > sb:
+			return -1
+		case sa < sb:
+			return 1
+		}
+		return 0
+	})
+	set := ReplicaSet{}
+	for i, m := range ranked[:replicas] {
+		set.Members = append(set.Members, Replica{ID: uint64(i + 1), Node: m.NodeID})
+	}
+	return set, true
+}
+
+// placeReplicaSets writes the sets of replicated shards that have none.
+func (n *Node) placeReplicaSets() {
+	n.mu.RLock()
+	var todo []ShardKey
+	var sets []ReplicaSet
+	candidates := n.state.candidates()
+	for scope, def := range n.state.defs {
+		if !def.Durable || def.Replicas <= 1 {
+			continue
+		}
+		for shard := range def.Shards {
+			key := ShardKey{Scope: scope, Shard: shard}
+			if _, ok := n.state.replicaSets[key]; ok {
+				continue
+			}
+			if set, ok := planReplicaSet(key, def.Replicas, candidates); ok {
+				todo, sets = append(todo, key), append(sets, set)
+			}
+		}
+	}
+	n.mu.RUnlock()
+	for i, key := range todo {
+		k := n.keys.replicaSet(key)
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+		_, err := n.etcd.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+			Then(clientv3.OpPut(k, encode(sets[i]))).Commit()
+		cancel()
+		if err != nil {
+			n.log.Debug().Err(err).Str("shard", key.String()).Msg("write replica set")
+		}
+	}
+}
+
+// hostReplicas tells the broker of every replicated shard this member is
+// in the set of. It runs on each state change and each reconcile round, so
+// a replica that stopped (its storage failed) is started again.
+func (n *Node) hostReplicas() {
+	if n.cfg.Hooks.Replica == nil {
+		return
+	}
+	n.mu.RLock()
+	var mine []ShardKey
+	for key, set := range n.state.replicaSets {
+		if _, ok := set.Has(n.cfg.NodeID); ok && n.state.replicated(key) {
+			mine = append(mine, key)
+		}
+	}
+	n.mu.RUnlock()
+	for _, key := range mine {
+		n.cfg.Hooks.Replica(key)
+	}
+}
+
+// ReplicaSet returns a replicated shard's set, once written.
+func (n *Node) ReplicaSet(key ShardKey) (ReplicaSet, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	set, ok := n.state.replicaSets[key]
+	return set, ok
+}
+
+// MemberAddr is a live member's felix/1 address for clients.
+func (n *Node) MemberAddr(node string) (string, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	m, ok := n.state.members[node]
+	return m.Addr, ok
+}
+
+// PlaceReplica is Place for a replicated shard: nil when this member is in
+// its set (its replica serves; whether it leads is raft's to say), else
+// not_leader naming the leader that claimed the shard, or
+// shard_unavailable while the set is written or a leader elected.
+func (n *Node) PlaceReplica(key ShardKey) error {
+	if !n.ready.Load() {
+		return unavailable(key, "not_ready", "member %s has not joined the cluster yet (etcd %v); try another member", n.cfg.NodeID, n.cfg.Endpoints)
+	}
+	n.mu.RLock()
+	set, hasSet := n.state.replicaSets[key]
+	rec, owned := n.state.owners[key]
+	n.mu.RUnlock()
+	if _, in := set.Has(n.cfg.NodeID); hasSet && in {
+		return nil
+	}
+	if owned {
+		return notLeader(key, rec.wire())
+	}
+	n.poke()
+	if !hasSet {
+		e := unavailable(key, "not_assigned", "replicated shard %s is being placed (it needs as many live members as replicas); retry", key)
+		e.Cause = ErrNotAssigned
+		return e
+	}
+	return unavailable(key, "electing", "replicated shard %s has no leader yet; retry", key)
+}
+
+// ClaimLeader writes this member as the owner of a replicated shard whose
+// raft group elected it in term, on this member's lease, unless a record
+// of a later term is there. It does not block: the write runs in the
+// background, and a lost race only means a stale routing hint until the
+// next leader's claim.
+func (n *Node) ClaimLeader(key ShardKey, term uint64) {
+	n.done.Add(1)
+	go func() {
+		defer n.done.Done()
+		ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
+		defer cancel()
+		for !n.claimOnce(ctx, key, term) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// claimOnce tries the claim once; false means try again.
+func (n *Node) claimOnce(ctx context.Context, key ShardKey, term uint64) bool {
+	k := n.keys.owner(key)
+	res, err := n.etcd.Get(ctx, k)
+	if err != nil {
+		return false
+	}
+	cond := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	if len(res.Kvs) > 0 {
+		if old, err := decode[ownerRecord](res.Kvs[0].Value); err == nil && old.Term >= term && old.NodeID != n.cfg.NodeID {
+			return true // a later leader claimed it
+		}
+		cond = clientv3.Compare(clientv3.ModRevision(k), "=", res.Kvs[0].ModRevision)
+	}
+	lease := n.lease.Load()
+	n.mu.RLock()
+	addr := n.state.members[n.cfg.NodeID].Addr
+	n.mu.RUnlock()
+	if addr == "" {
+		addr = n.cfg.Addr
+	}
+	rec := ownerRecord{NodeID: n.cfg.NodeID, Addr: addr, Lease: lease, Term: term}
+	tx, err := n.etcd.Txn(ctx).If(cond).Then(clientv3.OpPut(k, encode(rec), clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
+	if err != nil || !tx.Succeeded {
+		return false
+	}
+	n.log.Info().Str("shard", key.String()).Uint64("term", term).Msg("replica is the shard's leader; clients are routed here")
+	return true
+}
+
+// LiveMembers counts the members whose lease is live, this one included
+// once joined.
+func (n *Node) LiveMembers() int {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return len(n.state.members)
+}

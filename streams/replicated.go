@@ -1,0 +1,380 @@
+package streams
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// A replicated shard (Def.Replicas > 1, in a cluster) is one replica of a
+// raft group over its members; the group's leader is the shard's owner.
+// The shard drives its Replica: a publish on the leader is checked as on
+// any durable shard (expected offset, producer sequence), then proposed;
+// it is answered, and fanned out, when its entry applies, that is once a
+// quorum has it on disk. Every replica applies every committed entry in
+// order: subscribers, range reads and the producer table see committed
+// records only, the same on every replica, so a new leader carries on
+// where the old one stopped. The shard never appends to its log itself:
+// raft's storage does, one write per record per replica.
+
+// Replica is the raft side of a replicated shard, which the broker builds
+// over replication.Replica and the peer link. Only the shard calls it, on
+// its own goroutine.
+type Replica interface {
+	// Propose appends a batch as the group's leader. The Ticket says,
+	// after the next Ready, at which raft index and term it went, or that
+	// it was lost with the leadership.
+	Propose(records [][]byte, stamp *Stamp) (Ticket, error)
+	// Tick advances raft's clock by one tick (ReplicaTick apart).
+	Tick()
+	// Step hands raft a message from a peer.
+	Step(data []byte) error
+	// HasReady reports whether Ready has work.
+	HasReady() bool
+	// Ready persists, sends, then applies committed entries in index
+	// order. An error means the replica is unusable (its storage failed).
+	Ready(apply func(Applied)) error
+	// Role is the replica's place in the group now.
+	Role() Role
+	// Close stops the replica's sends; the shard closes the log after it.
+	Close()
+}
+
+// Ticket is where a proposal went: its raft index and term, zero until the
+// Ready that persisted it, or lost (never given an index: the leadership
+// went first).
+type Ticket func() (index, term uint64, lost bool)
+
+// Role is a replica's place in its group.
+type Role struct {
+	Leader bool
+	Term   uint64
+	// NotLeader, on any replica but the leader, is the error a publish
+	// gets: not_leader naming the leader when one is known, else
+	// shard_unavailable while the group elects one. Both are retryable.
+	NotLeader error
+}
+
+// Applied is one committed entry handed to the shard, in index order.
+// Entries without records (a new leader's empty entry, membership changes)
+// come too: they move the applied term.
+type Applied struct {
+	Index, Term uint64
+	// Base is the first record's offset, identical on every replica.
+	Base    uint64
+	Time    time.Time
+	Stamp   *Stamp
+	Records [][]byte
+}
+
+// ReplicaTick is how often the shard ticks its replica: raft's election
+// timeout is ten ticks (replication's electionTicks).
+const ReplicaTick = 100 * time.Millisecond
+
+// maxPeerQueued bounds the raft messages from peers queued in a shard's
+// mailbox. They are control traffic (a heartbeat must not wait behind the
+// publish queue), which the mailbox does not bound, so the inbox does:
+// past it a message is dropped, and raft sends again what it needs.
+const maxPeerQueued = 1024
+
+// errLeaderCatchingUp answers a publish on a new leader that has not yet
+// applied every entry of the terms before its own: until then its producer
+// table and tail may miss batches the old leader committed.
+var errLeaderCatchingUp = wire.NewError(wire.CodeShardUnavailable, "catching_up: the shard's new leader is applying its predecessor's entries; retry")
+
+// errProposalLost answers a publish whose entry the leadership took with it
+// before it was written anywhere.
+var errProposalLost = wire.NewError(wire.CodeLeadershipLost, "the shard's leadership moved before the publish was replicated; it was not kept, send it again")
+
+// errEntryReplaced answers a publish whose entry was replaced by another
+// leader's: it is not in the log.
+var errEntryReplaced = wire.NewError(wire.CodeLeadershipLost, "the shard's leadership moved and a new leader replaced the publish's entry; it was not kept, send it again")
+
+// peerMessage is a raft message from a peer, queued as control traffic.
+type peerMessage struct {
+	actors.ControlMessage
+	data []byte
+}
+
+// replicaTick is the shard's raft clock.
+type replicaTick struct{ actors.ControlMessage }
+
+// PeerInbox takes a replicated shard's raft messages from the peer link
+// into its mailbox without waiting, at most maxPeerQueued at a time.
+type PeerInbox struct {
+	mailbox *actors.Mailbox
+	queued  atomic.Int32
+}
+
+// Deliver queues data for the shard, or drops it when the inbox is full
+// or the shard stopped; it never blocks.
+func (in *PeerInbox) Deliver(data []byte) bool {
+	if in.queued.Add(1) > maxPeerQueued {
+		in.queued.Add(-1)
+		return false
+	}
+	if in.mailbox.TryPost(&peerMessage{data: data}, 0) != actors.Posted {
+		in.queued.Add(-1)
+		return false
+	}
+	return true
+}
+
+// replicated is a replicated shard's raft state. Only Receive touches it.
+type replicated struct {
+	replica Replica
+	inbox   *PeerInbox
+	ticker  *retentionTicker
+	// tickQueued keeps at most one tick in the mailbox: a shard blocked on
+	// a full subscriber must not come back to a backlog of them.
+	tickQueued atomic.Bool
+	// appliedTerm is the term of the last applied entry. A leader takes
+	// publishes only once it applied an entry of its own term: every
+	// earlier entry is applied then.
+	appliedTerm uint64
+	// readyTerm is the term in which this replica, as leader, last set its
+	// tail (shard.next) from what it applied.
+	readyTerm uint64
+	// proposed are this leader's publishes awaiting their entry's apply,
+	// in proposal order (raft index order).
+	proposed []proposal
+	// inFlight is each idempotent producer's last proposed, not yet
+	// applied, sequence: the producer table holds applied batches only.
+	inFlight map[uint64]uint64
+	// unreadied counts proposals since the last Ready.
+	unreadied int
+}
+
+type proposal struct {
+	pe     *pending
+	ticket Ticket
+}
+
+// startReplica starts the raft side after the log opened: the ticker and
+// the inbox. The replica applies every committed entry again from the
+// start of the log (the producer table and the tail are rebuilt that way),
+// so the shard starts from the log's first offset.
+func (s *shard) startReplica(log Log) error {
+	inbox := &PeerInbox{mailbox: s.ref.Mailbox}
+	r, err := s.openReplica(log, inbox)
+	if err != nil {
+		return err
+	}
+	s.repl = &replicated{replica: r, inbox: inbox, inFlight: make(map[uint64]uint64)}
+	s.next, s.delivered = log.StartOffset(), log.StartOffset()
+	self, rp := s.self, s.repl
+	s.repl.ticker = startRetentionTicker(ReplicaTick, func() {
+		if rp.tickQueued.CompareAndSwap(false, true) {
+			s.root.Send(self, &replicaTick{})
+		}
+	})
+	return nil
+}
+
+func (s *shard) handleReplicaTick() {
+	if s.repl == nil {
+		return
+	}
+	s.repl.tickQueued.Store(false)
+	s.repl.replica.Tick()
+	s.processReady()
+}
+
+func (s *shard) handlePeerMessage(msg *peerMessage) {
+	if s.repl == nil {
+		return
+	}
+	s.repl.inbox.queued.Add(-1)
+	if err := s.repl.replica.Step(msg.data); err != nil {
+		s.logger.Debug().Err(err).Msg("raft message refused")
+	}
+	s.processReadyIfIdle()
+}
+
+// publishReplicated is handlePublish on a replicated shard: the same
+// checks, against the leader's tail of proposed records, then a proposal.
+func (s *shard) publishReplicated(pe *pending, p *Publish) {
+	role := s.repl.replica.Role()
+	switch {
+	case !role.Leader:
+		s.ledger.answer(pe, PublishResult{Err: role.NotLeader})
+		return
+	case s.repl.appliedTerm != role.Term:
+		s.ledger.answer(pe, PublishResult{Err: errLeaderCatchingUp})
+		return
+	case s.repl.readyTerm != role.Term:
+		// Everything before this term is applied: the tail is what was
+		// applied, and nothing of this term is in flight yet.
+		s.repl.readyTerm = role.Term
+		s.next = s.delivered
+		clear(s.repl.inFlight)
+	}
+	s.at(stepCheck)
+	adm, err := s.checkReplicated(p)
+	if err != nil {
+		s.ledger.answer(pe, PublishResult{Err: err})
+		return
+	}
+	if adm.dup != nil {
+		s.ledger.answer(pe, PublishResult{Base: adm.dup.base, Durable: true, Duplicate: true})
+		return
+	}
+	s.at(stepAppend)
+	ticket, err := s.repl.replica.Propose(p.Payloads, adm.stamp)
+	if err != nil {
+		s.ledger.answer(pe, PublishResult{Err: wire.WrapError(wire.CodeShardUnavailable, err, "%s shard %d refused the proposal; retry", s.scope, s.n)})
+		s.stopIfReplicaFailed(err)
+		return
+	}
+	s.next += uint64(len(p.Payloads))
+	if adm.stamp != nil {
+		s.repl.inFlight[adm.stamp.Producer] = adm.stamp.Sequence
+	}
+	s.ledger.park(pe)
+	s.repl.proposed = append(s.repl.proposed, proposal{pe: pe, ticket: ticket})
+	s.repl.unreadied++
+	s.processReadyIfIdle()
+}
+
+// checkReplicated is check for the leader: a producer with a batch in
+// flight continues from it; a re-send of the batch in flight waits for
+// its outcome, which the producer learns by sending it again.
+func (s *shard) checkReplicated(p *Publish) (admission, error) {
+	if p.Producer != nil && p.ExpectedOffset == nil {
+		if last, ok := s.repl.inFlight[p.Producer.ID]; ok {
+			switch {
+			case p.Producer.Seq == last+1:
+				return admission{stamp: &Stamp{Producer: p.Producer.ID, Sequence: p.Producer.Seq, Digest: payloadDigest(p.Payloads)}}, nil
+			case p.Producer.Seq == last:
+				return admission{}, wire.NewError(wire.CodeShardUnavailable, "in_flight: the batch with this sequence is still being replicated; send it again for its outcome")
+			case p.Producer.Seq > last:
+				return admission{}, &ProducerError{Reason: ReasonSequenceGap, Expected: last + 1}
+			}
+		}
+	}
+	return s.check(p)
+}
+
+// processReadyIfIdle runs Ready once nothing else waits in the mailbox, or
+// once maxBatchProposals proposals wait for it: publishes queued together
+// then share one Ready, so one fsync on each replica and one append message
+// to each follower. The last message of a burst runs it, and every tick
+// does, so nothing waits longer than a tick.
+func (s *shard) processReadyIfIdle() {
+	if s.repl.unreadied < maxBatchProposals && s.ref.Mailbox.UserMessageCount() > 0 {
+		return
+	}
+	s.processReady()
+}
+
+// maxBatchProposals bounds the proposals one Ready takes, so a shard that
+// is never idle still persists and sends as it goes.
+const maxBatchProposals = 256
+
+// processReady runs raft's Ready until it has no more work.
+func (s *shard) processReady() {
+	s.repl.unreadied = 0
+	for s.repl.replica.HasReady() {
+		if err := s.repl.replica.Ready(s.applyEntry); err != nil {
+			s.stopIfReplicaFailed(err)
+			return
+		}
+	}
+	s.settleLost()
+}
+
+// applyEntry takes one committed entry: its stamp into the producer table,
+// its records to the subscribers, and its publish, on the replica that
+// proposed it, answered.
+func (s *shard) applyEntry(a Applied) {
+	s.repl.appliedTerm = a.Term
+	if len(a.Records) == 0 {
+		return
+	}
+	env := NewEnvelope(a.Records)
+	env.Base, env.Durable = a.Base, true
+	if a.Stamp != nil {
+		s.producers.record(*a.Stamp, a.Base, uint32(len(a.Records)))
+		if last, ok := s.repl.inFlight[a.Stamp.Producer]; ok && last == a.Stamp.Sequence {
+			delete(s.repl.inFlight, a.Stamp.Producer)
+		}
+	}
+	if pe := s.settleUpTo(a.Index, a.Term); pe != nil {
+		s.ledger.resume(pe)
+		s.deliver(pe, env)
+		return
+	}
+	s.publishCommitted(env)
+}
+
+// settleUpTo resolves the proposals whose index is at or before index:
+// the one at index with term is the entry applying (returned, still to
+// answer); any other there was replaced by another leader's entry.
+func (s *shard) settleUpTo(index, term uint64) *pending {
+	var mine *pending
+	for len(s.repl.proposed) > 0 {
+		head := s.repl.proposed[0]
+		at, t, lost := head.ticket()
+		if !lost && (at == 0 || at > index) {
+			break
+		}
+		s.repl.proposed[0] = proposal{}
+		s.repl.proposed = s.repl.proposed[1:]
+		switch {
+		case lost:
+			s.failProposal(head.pe, errProposalLost)
+		case at == index && t == term:
+			mine = head.pe
+		default:
+			s.failProposal(head.pe, errEntryReplaced)
+		}
+	}
+	return mine
+}
+
+// settleLost fails the proposals at the head that raft reports lost.
+func (s *shard) settleLost() {
+	for len(s.repl.proposed) > 0 {
+		if _, _, lost := s.repl.proposed[0].ticket(); !lost {
+			return
+		}
+		s.failProposal(s.repl.proposed[0].pe, errProposalLost)
+		s.repl.proposed[0] = proposal{}
+		s.repl.proposed = s.repl.proposed[1:]
+	}
+}
+
+func (s *shard) failProposal(pe *pending, err error) {
+	if s.ledger.resume(pe) {
+		s.ledger.answer(pe, PublishResult{Err: err})
+	}
+}
+
+// stopIfReplicaFailed stops a shard whose replica refuses everything from
+// now on (its storage failed under a Ready): a new shard starts over from
+// the log on disk.
+func (s *shard) stopIfReplicaFailed(err error) {
+	if s.stopping || !errors.Is(err, ErrReplicaFailed) {
+		return
+	}
+	s.stopping = true
+	s.logger.Error().Err(err).Msg("replica failed; shard stops, and starts again from its log")
+	s.root.Stop(s.self)
+}
+
+// ErrReplicaFailed matches (errors.Is) a Replica's error after which it
+// takes nothing more.
+var ErrReplicaFailed = errors.New("streams: replica failed")
+
+// stopReplica stops the ticker and the replica's sends; the log closes
+// after.
+func (s *shard) stopReplica() {
+	if s.repl == nil {
+		return
+	}
+	s.repl.ticker.Stop()
+	s.repl.replica.Close()
+}
