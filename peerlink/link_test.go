@@ -190,3 +190,26 @@ func TestRedialsAfterPeerRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsendableRefused: a message the peer would read as malformed (and
+// drop the connection for) is refused by Send, and the connection keeps
+// carrying the good ones.
+func TestUnsendableRefused(t *testing.T) {
+	c := testcerts.NewCA(t)
+	inB := newInbox()
+	a := listen(t, c, "a", "127.0.0.1:0", func(string, Message) {})
+	defer a.Close()
+	b := listen(t, c, "b", "127.0.0.1:0", inB.handle)
+	defer b.Close()
+	addr := b.Addr().String()
+	for _, m := range []Message{{Group: ""}, {Group: string(make([]byte, maxGroupLen+1))}, {Group: "g", Data: make([]byte, MaxFrameBytes)}} {
+		if a.Send("b", addr, m) {
+			t.Fatalf("Send queued an unsendable message (group of %d bytes, %d bytes of data)", len(m.Group), len(m.Data))
+		}
+	}
+	a.Send("b", addr, Message{Group: "g", Data: []byte("1")})
+	a.Send("b", addr, Message{Group: "g", Data: []byte("2")})
+	if got := inB.waitFor(t, 2); got[0] != "a:g:1" || got[1] != "a:g:2" {
+		t.Fatalf("got %q", got)
+	}
+}
