@@ -119,3 +119,8 @@ func (c Config) PeerTLS() (tls.Certificate, *x509.CertPool, error) {
 	}
 	return pair, pool, nil
 }
+
+// ValidNodeID says whether id is usable as cluster_node_id (letters,
+// digits, '-', '_' and '.', at most 64): the CLI checks node ids it names
+// files after with it.
+func ValidNodeID(id string) bool { return validNodeID(id) }
