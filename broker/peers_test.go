@@ -46,14 +46,19 @@ func peerMember(t *testing.T, etcd, id string, files *clustercerts.Files) config
 	return cfg
 }
 
-func startEtcd(t *testing.T) string {
+// peerCluster starts an etcd for the test's members and mints the peer
+// certificates of nodes with one CA.
+func peerCluster(t *testing.T, nodes ...string) (etcd string, certs map[string]clustercerts.Files) {
 	t.Helper()
 	e, err := cluster.StartEtcd(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	return e.Endpoint()
+	if certs, err = clustercerts.Ensure(t.TempDir(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	return e.Endpoint(), certs
 }
 
 // sendUntilQueued sends until the sender knows the receiver's peer
@@ -87,11 +92,7 @@ func receive(t *testing.T, ch chan peerMsg, want peerMsg) {
 // handles is counted and dropped; a member without certificates has no
 // peer link, says so in its member record, and is not reachable.
 func TestPeersCarryGroupsBothWays(t *testing.T) {
-	etcd := startEtcd(t)
-	files, err := clustercerts.Ensure(t.TempDir(), []string{"a", "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	etcd, files := peerCluster(t, "a", "b")
 	fa, fb := files["a"], files["b"]
 	cfgA := peerMember(t, etcd, "a", &fa)
 	cfgA.Admin = "127.0.0.1:0"
@@ -158,11 +159,7 @@ func TestPeersCarryGroupsBothWays(t *testing.T) {
 // TestPeerCertificateOfAnotherCARefusedAtStart: a member whose certificate
 // does not chain to cluster_tls_ca does not start, and says which knob.
 func TestPeerCertificateOfAnotherCARefusedAtStart(t *testing.T) {
-	etcd := startEtcd(t)
-	one, err := clustercerts.Ensure(t.TempDir(), []string{"a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	etcd, one := peerCluster(t, "a")
 	other, err := clustercerts.Ensure(filepath.Join(t.TempDir(), "other"), []string{"a"})
 	if err != nil {
 		t.Fatal(err)

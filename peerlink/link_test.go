@@ -197,11 +197,12 @@ func TestRedialsAfterPeerRestart(t *testing.T) {
 func TestUnsendableRefused(t *testing.T) {
 	c := testcerts.NewCA(t)
 	inB := newInbox()
-	a := listen(t, c, "a", "127.0.0.1:0", func(string, Message) {})
-	defer a.Close()
-	b := listen(t, c, "b", "127.0.0.1:0", inB.handle)
-	defer b.Close()
-	addr := b.Addr().String()
+	links := map[string]*Link{}
+	for id, h := range map[string]func(string, Message){"a": func(string, Message) {}, "b": inB.handle} {
+		links[id] = listen(t, c, id, "127.0.0.1:0", h)
+		defer links[id].Close()
+	}
+	a, addr := links["a"], links["b"].Addr().String()
 	for _, m := range []Message{{Group: ""}, {Group: string(make([]byte, maxGroupLen+1))}, {Group: "g", Data: make([]byte, MaxFrameBytes)}} {
 		if a.Send("b", addr, m) {
 			t.Fatalf("Send queued an unsendable message (group of %d bytes, %d bytes of data)", len(m.Group), len(m.Data))

@@ -88,8 +88,8 @@ func TestClusterLs(t *testing.T) {
 		t.Fatalf("cluster ls printed\n%s\nwant a heading, a header and two members", r.stdout)
 	}
 	for i, want := range []string{
-		`^node-1 127\.0\.0\.1:7001 127\.0\.0\.1:7101 12 4 4\.2s 3m[0-9]s ago no yes$`,
-		`^node-2 127\.0\.0\.1:7002 127\.0\.0\.1:7102 3 1 \? 3m[0-9]s ago yes no$`,
+		`^node-1 127\.0\.0\.1:7001 127\.0\.0\.1:7101 - 12 4 4\.2s 3m[0-9]s ago no yes$`,
+		`^node-2 127\.0\.0\.1:7002 127\.0\.0\.1:7102 - 3 1 \? 3m[0-9]s ago yes no$`,
 	} {
 		if got := strings.Join(strings.Fields(out[2+i]), " "); !regexp.MustCompile(want).MatchString(got) {
 			t.Errorf("member line %d is %q, want it to match %s", i, got, want)
