@@ -114,12 +114,13 @@ type Cluster struct {
 	dir     string // data dirs, the shared keys and certificate; removed after the test
 	logDir  string // member logs; kept when the test fails
 	keysDir string
+	token   string
+	http    *http.Client
+	members []*Member
+
 	// peerCerts are each member's peer link certificate files, minted
 	// under keysDir with one cluster CA.
 	peerCerts map[string]clustercerts.Files
-	token     string
-	http    *http.Client
-	members []*Member
 }
 
 // Start starts an embedded etcd and opts.Nodes broker processes joined to
