@@ -119,6 +119,8 @@ type Broker struct {
 	// single broker, and until Start made it. The registry reads it from
 	// its own goroutine.
 	node atomic.Pointer[cluster.Node]
+	// peers is the member's peer link (peers.go); nil without one.
+	peers atomic.Pointer[Peers]
 }
 
 // New checks cfg and builds a broker; Start makes it serve.
@@ -348,6 +350,8 @@ func (b *Broker) Stop(ctx context.Context) error {
 	}
 	err = errors.Join(err, b.stopCluster(ctx))
 	b.stopActors()
+	// After the shards: they send over the link until they stop.
+	err = errors.Join(err, b.closePeers())
 	if b.stopWatching != nil {
 		b.stopWatching()
 	}

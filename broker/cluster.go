@@ -48,13 +48,18 @@ func (b *Broker) startCluster() error {
 	if a := b.AdminAddr(); a != nil {
 		admin = a.String()
 	}
+	// Before the node joins, so the member record carries the peer address.
+	peerAddr, err := b.startPeers(id)
+	if err != nil {
+		return err
+	}
 	system := b.system
 	if b.noActorCluster {
 		system = nil
 	}
 	node, err := cluster.New(cluster.Config{
 		Name: b.cfg.ClusterName, Prefix: b.cfg.ClusterEtcdPrefix, Endpoints: splitList(b.cfg.ClusterEtcd),
-		NodeID: id, Addr: addr, Admin: admin, LeaseTTL: b.cfg.ClusterLeaseTTL,
+		NodeID: id, Addr: addr, Admin: admin, PeerAddr: peerAddr, LeaseTTL: b.cfg.ClusterLeaseTTL,
 		Log: b.log.With().Str("component", "cluster").Logger(), System: system,
 		Tree:  func() ([]byte, error) { return json.Marshal(map[string]any{"actors": b.Actors()}) },
 		Hooks: b.clusterHooks(),

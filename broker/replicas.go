@@ -252,7 +252,12 @@ func (s *shardReplica) Close() {
 
 // peerLink is the members' link, nil until it started (or when the
 // cluster_tls_* knobs are not set).
-func (b *Broker) peerLink() peerLink { return nil }
+func (b *Broker) peerLink() peerLink {
+	if p := b.Peers(); p != nil {
+		return p
+	}
+	return nil
+}
 
 // defaultReplicas is a durable stream's replication factor in a cluster of
 // at least that many members with a peer link, when the creator gives none.

@@ -26,6 +26,9 @@ type Config struct {
 	// NodeID is this member's id; Addr its felix/1 address for clients;
 	// Admin its admin endpoint ("" when off).
 	NodeID, Addr, Admin string
+	// PeerAddr is its peer link's address (peerlink), where other members
+	// send replication traffic; "" when it has no peer link.
+	PeerAddr string
 	// LeaseTTL is the member's etcd lease TTL, whole seconds.
 	LeaseTTL time.Duration
 	Log      zerolog.Logger
@@ -252,7 +255,7 @@ func (n *Node) checkName(ctx context.Context) error {
 // not expired yet: it will, within the TTL).
 func (n *Node) register(ctx context.Context, lease clientv3.LeaseID) error {
 	k := n.keys.member(n.cfg.NodeID)
-	rec := memberRecord{NodeID: n.cfg.NodeID, Addr: n.cfg.Addr, Admin: n.cfg.Admin, Lease: int64(lease), JoinedAt: time.Now().UTC()}
+	rec := memberRecord{NodeID: n.cfg.NodeID, Addr: n.cfg.Addr, Admin: n.cfg.Admin, PeerAddr: n.cfg.PeerAddr, Lease: int64(lease), JoinedAt: time.Now().UTC()}
 	res, err := n.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, encode(rec), clientv3.WithLease(lease))).
@@ -274,6 +277,16 @@ func (n *Node) register(ctx context.Context, lease clientv3.LeaseID) error {
 
 // mono is the monotonic time in nanoseconds since the node was made.
 func (n *Node) mono() int64 { return int64(time.Since(n.base)) }
+
+// PeerAddr is the peer link address of the live member nodeID, as the
+// mirror has it: false when the member is not live or has no peer link.
+// It takes the read lock only, so a shard may ask on every send.
+func (n *Node) PeerAddr(nodeID string) (string, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	m, ok := n.state.members[nodeID]
+	return m.PeerAddr, ok && m.PeerAddr != ""
+}
 
 // Etcd is the node's etcd client, for the broker's other cluster-wide
 // records (producer ids).

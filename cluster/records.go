@@ -62,6 +62,8 @@ type memberRecord struct {
 	NodeID string `json:"node_id"`
 	Addr   string `json:"addr"`
 	Admin  string `json:"admin,omitempty"`
+	// PeerAddr is its peer link's address (Config.PeerAddr).
+	PeerAddr string `json:"peer_addr,omitempty"`
 	// ActorAddr is its actor system's remote address (protoactor), once
 	// it joined the actor cluster.
 	ActorAddr string    `json:"actor_addr,omitempty"`

@@ -28,6 +28,9 @@ type MemberStatus struct {
 	// Addr is its felix/1 address; Admin its admin endpoint ("" when off).
 	Addr  string `json:"addr"`
 	Admin string `json:"admin"`
+	// PeerAddr is its peer link's address; "" when it has none (no
+	// cluster_tls_* set), so it cannot hold replicas.
+	PeerAddr string `json:"peer_addr,omitempty"`
 	// JoinedAt is when it wrote its member record (its current lease).
 	JoinedAt time.Time `json:"joined_at"`
 	// LeaseTTLLeft is what etcd says remains of its lease; it is renewed
@@ -107,7 +110,7 @@ func (n *Node) Status(ctx context.Context) Status {
 	leases := make([]int64, 0, len(n.state.members))
 	for id, m := range n.state.members {
 		st.Members = append(st.Members, MemberStatus{
-			NodeID: id, Addr: m.Addr, Admin: m.Admin, JoinedAt: m.JoinedAt,
+			NodeID: id, Addr: m.Addr, Admin: m.Admin, PeerAddr: m.PeerAddr, JoinedAt: m.JoinedAt,
 			ShardsOwned: owned[id], DurableShardsOwned: durable[id], Draining: n.state.draining[id],
 			ActorMember: n.actors.has(m.ActorAddr),
 		})

@@ -183,4 +183,18 @@ type Config struct {
 	// ClusterLeaseTTL is the owner lease's time to live, in whole seconds:
 	// a member that stops renewing loses its shards after it.
 	ClusterLeaseTTL time.Duration `yaml:"cluster_lease_ttl_ms" help:"time to live of this member's etcd lease, whole seconds, at least 2000: its shards move to other members this long after it stops renewing, and it stops acknowledging before that"`
+	// ClusterPeerListen is the peer link's UDP address (QUIC, ALPN
+	// felix-peer/1), where members send each other replication traffic;
+	// empty uses the host of Listen with port 0.
+	ClusterPeerListen string `yaml:"cluster_peer_listen" help:"UDP address (host:port) of the peer link members replicate over; empty uses listen's host with a free port"`
+	// ClusterPeerAdvertise is the peer address other members dial; empty
+	// uses the bound peer address.
+	ClusterPeerAdvertise string `yaml:"cluster_peer_advertise" help:"peer link address (host:port) other members dial; empty uses the bound cluster_peer_listen address"`
+	// ClusterTLSCA, ClusterTLSCert and ClusterTLSKey are the peer link's
+	// mutual TLS: PEM files of the cluster's CA and of this member's
+	// certificate (ServerAuth and ClientAuth, signed by the CA) and key.
+	// Unset, the peer link does not start, and streams cannot replicate.
+	ClusterTLSCA   string `yaml:"cluster_tls_ca" help:"PEM CA file members' peer certificates must chain to; with cluster_tls_cert and cluster_tls_key it starts the peer link (felix cluster certs makes all three)"`
+	ClusterTLSCert string `yaml:"cluster_tls_cert" help:"PEM certificate this member presents on the peer link, signed by cluster_tls_ca, with both serverAuth and clientAuth extended key usages"`
+	ClusterTLSKey  string `yaml:"cluster_tls_key" help:"PEM private key of cluster_tls_cert"`
 }

@@ -193,6 +193,7 @@ func (c Config) validateAuth(ck *checker) {
 }
 
 func (c Config) validateCluster(ck *checker) {
+	c.validatePeer(ck)
 	if c.ClusterEtcd == "" {
 		return
 	}

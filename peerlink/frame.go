@@ -53,6 +53,20 @@ func appendMessage(b []byte, m Message) []byte {
 	return append(b, m.Data...)
 }
 
+// CheckMessage says whether m can be sent: the receiving member reads a
+// frame with an empty or too long group, or longer than MaxFrameBytes, as
+// malformed and drops the whole connection, losing what was queued behind
+// it; Send refuses such a message instead.
+func CheckMessage(m Message) error {
+	if len(m.Group) == 0 || len(m.Group) > maxGroupLen {
+		return fmt.Errorf("%w: group of %d bytes (1 to %d)", ErrMalformed, len(m.Group), maxGroupLen)
+	}
+	if n := frameSize(m) - 4; n > MaxFrameBytes {
+		return fmt.Errorf("%w: message of %d bytes, more than %d", ErrMalformed, n, MaxFrameBytes)
+	}
+	return nil
+}
+
 // frameSize is a message's encoded size.
 func frameSize(m Message) int { return 4 + 1 + 2 + len(m.Group) + len(m.Data) }
 

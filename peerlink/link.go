@@ -96,8 +96,12 @@ func Listen(addr string, cfg Config) (*Link, error) {
 func (l *Link) Addr() net.Addr { return l.ln.Addr() }
 
 // Send queues m for peer to at addr and reports whether it was queued: a
-// full queue drops it (raft sends again what it needs).
+// full queue drops it (raft sends again what it needs), and so does a
+// message CheckMessage refuses (the peer would drop the connection).
 func (l *Link) Send(to, addr string, m Message) bool {
+	if CheckMessage(m) != nil {
+		return false
+	}
 	p := l.peer(to, addr)
 	if p == nil {
 		return false

@@ -190,3 +190,27 @@ func TestRedialsAfterPeerRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsendableRefused: a message the peer would read as malformed (and
+// drop the connection for) is refused by Send, and the connection keeps
+// carrying the good ones.
+func TestUnsendableRefused(t *testing.T) {
+	c := testcerts.NewCA(t)
+	inB := newInbox()
+	links := map[string]*Link{}
+	for id, h := range map[string]func(string, Message){"a": func(string, Message) {}, "b": inB.handle} {
+		links[id] = listen(t, c, id, "127.0.0.1:0", h)
+		defer links[id].Close()
+	}
+	a, addr := links["a"], links["b"].Addr().String()
+	for _, m := range []Message{{Group: ""}, {Group: string(make([]byte, maxGroupLen+1))}, {Group: "g", Data: make([]byte, MaxFrameBytes)}} {
+		if a.Send("b", addr, m) {
+			t.Fatalf("Send queued an unsendable message (group of %d bytes, %d bytes of data)", len(m.Group), len(m.Data))
+		}
+	}
+	a.Send("b", addr, Message{Group: "g", Data: []byte("1")})
+	a.Send("b", addr, Message{Group: "g", Data: []byte("2")})
+	if got := inB.waitFor(t, 2); got[0] != "a:g:1" || got[1] != "a:g:2" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -27,6 +27,7 @@ type clusterOpts struct {
 	admin adminOpts
 	json  bool
 	wait  bool
+	certs certsOpts
 	out   io.Writer // os.Stdout; progress goes to os.Stderr
 }
 
@@ -42,10 +43,11 @@ func newClusterCmd() *command {
 	o.admin.timeout = clusterTimeout
 	fs.BoolVar(&o.json, "json", false, "ls: print the cluster status as JSON")
 	fs.BoolVar(&o.wait, "wait", true, "drain: wait until the node's in-memory shards have moved, printing what is left")
+	o.certs.register(fs)
 	c := &command{
 		name:  "cluster",
-		args:  "ls | drain NODE",
-		short: "list a cluster's members, or drain one",
+		args:  "ls | drain NODE | certs --dir D --nodes A,B,C",
+		short: "list a cluster's members, drain one, or make the peer link's certificates",
 		long: `Asks a cluster member's admin endpoint (--admin) about the cluster.
 
   felix cluster ls [--json]
@@ -59,9 +61,17 @@ func newClusterCmd() *command {
 
 Both need a token granting node.view (drain: node.manage), as felix tree does.
 
+  felix cluster certs --dir D --nodes A,B,C
+      writes a cluster CA (D/ca.pem, D/ca-key.pem) and a certificate and key
+      for each member (D/A.pem, D/A-key.pem, ...) for the peer link members
+      replicate over, and prints the knobs each member sets. Files already
+      there are kept: run it again with more nodes to add members. Needs no
+      broker.
+
 Examples:
   felix cluster ls --admin 127.0.0.1:7101
-  felix cluster drain node-2 --admin 127.0.0.1:7101`,
+  felix cluster drain node-2 --admin 127.0.0.1:7101
+  felix cluster certs --dir /etc/felix/cluster --nodes node-1,node-2,node-3`,
 		flags: fs,
 	}
 	c.run = func(ctx context.Context, args []string) error { return o.run(ctx, fs.Changed, args) }
@@ -70,7 +80,13 @@ Examples:
 
 func (o *clusterOpts) run(ctx context.Context, changed func(string) bool, args []string) error {
 	if len(args) == 0 {
-		return usagef("cluster needs ls or drain NODE")
+		return usagef("cluster needs ls, drain NODE or certs")
+	}
+	if args[0] == "certs" {
+		return o.certs.run(o.out, changed, args[1:])
+	}
+	if changed("dir") || changed("nodes") {
+		return usagef("--dir and --nodes are certs'")
 	}
 	switch sub := args[0]; {
 	case sub == "ls" && len(args) == 1:
@@ -88,7 +104,7 @@ func (o *clusterOpts) run(ctx context.Context, changed func(string) bool, args [
 	case sub == "drain":
 		return usagef("drain needs exactly one NODE (see felix cluster ls), got %q", args[1:])
 	default:
-		return usagef("cluster needs ls or drain NODE, got %q", sub)
+		return usagef("cluster needs ls, drain NODE or certs, got %q", sub)
 	}
 }
 
@@ -118,9 +134,9 @@ func printStatus(w io.Writer, st cluster.Status, now time.Time) {
 	}
 	fmt.Fprintf(w, "cluster %s as %s sees it (%s)\n", st.Cluster, st.NodeID, ready)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDR\tADMIN\tSHARDS\tDURABLE\tLEASE LEFT\tJOINED\tDRAINING\tACTOR MEMBER")
+	fmt.Fprintln(tw, "NODE\tADDR\tADMIN\tPEER\tSHARDS\tDURABLE\tLEASE LEFT\tJOINED\tDRAINING\tACTOR MEMBER")
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.NodeID, orDash(m.Addr), orDash(m.Admin),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.NodeID, orDash(m.Addr), orDash(m.Admin), orDash(m.PeerAddr),
 			m.ShardsOwned, m.DurableShardsOwned, leaseLeft(m.LeaseTTLLeft), joinedAgo(m.JoinedAt, now),
 			yesNo(m.Draining), yesNo(m.ActorMember))
 	}

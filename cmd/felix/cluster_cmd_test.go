@@ -88,8 +88,8 @@ func TestClusterLs(t *testing.T) {
 		t.Fatalf("cluster ls printed\n%s\nwant a heading, a header and two members", r.stdout)
 	}
 	for i, want := range []string{
-		`^node-1 127\.0\.0\.1:7001 127\.0\.0\.1:7101 12 4 4\.2s 3m[0-9]s ago no yes$`,
-		`^node-2 127\.0\.0\.1:7002 127\.0\.0\.1:7102 3 1 \? 3m[0-9]s ago yes no$`,
+		`^node-1 127\.0\.0\.1:7001 127\.0\.0\.1:7101 - 12 4 4\.2s 3m[0-9]s ago no yes$`,
+		`^node-2 127\.0\.0\.1:7002 127\.0\.0\.1:7102 - 3 1 \? 3m[0-9]s ago yes no$`,
 	} {
 		if got := strings.Join(strings.Fields(out[2+i]), " "); !regexp.MustCompile(want).MatchString(got) {
 			t.Errorf("member line %d is %q, want it to match %s", i, got, want)
@@ -117,16 +117,16 @@ func TestClusterLs(t *testing.T) {
 func TestPrintStatus(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	st := cluster.Status{Cluster: "felix", NodeID: "node-2", Members: []cluster.MemberStatus{
-		{NodeID: "node-1", Addr: "127.0.0.1:7001", Admin: "127.0.0.1:7101", JoinedAt: now.Add(-90 * time.Second),
+		{NodeID: "node-1", Addr: "127.0.0.1:7001", Admin: "127.0.0.1:7101", PeerAddr: "127.0.0.1:41000", JoinedAt: now.Add(-90 * time.Second),
 			LeaseTTLLeft: 4960 * time.Millisecond, ShardsOwned: 12, DurableShardsOwned: 4, ActorMember: true},
 		{NodeID: "node-2", Addr: "127.0.0.1:7002", LeaseTTLLeft: -1},
 	}}
 	var b bytes.Buffer
 	printStatus(&b, st, now)
 	want := `cluster felix as node-2 sees it (not ready: it has not joined yet)
-NODE    ADDR            ADMIN           SHARDS  DURABLE  LEASE LEFT  JOINED     DRAINING  ACTOR MEMBER
-node-1  127.0.0.1:7001  127.0.0.1:7101  12      4        5s          1m30s ago  no        yes
-node-2  127.0.0.1:7002  -               0       0        ?           -          no        no
+NODE    ADDR            ADMIN           PEER             SHARDS  DURABLE  LEASE LEFT  JOINED     DRAINING  ACTOR MEMBER
+node-1  127.0.0.1:7001  127.0.0.1:7101  127.0.0.1:41000  12      4        5s          1m30s ago  no        yes
+node-2  127.0.0.1:7002  -               -                0       0        ?           -          no        no
 `
 	if b.String() != want {
 		t.Errorf("printStatus printed\n%s\nwant\n%s", b.String(), want)
@@ -140,8 +140,10 @@ func TestClusterArgs(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cluster"}, "cluster needs ls or drain NODE"},
-		{[]string{"cluster", "rm"}, `cluster needs ls or drain NODE, got "rm"`},
+		{[]string{"cluster"}, "cluster needs ls, drain NODE or certs"},
+		{[]string{"cluster", "rm"}, `cluster needs ls, drain NODE or certs, got "rm"`},
+		{[]string{"cluster", "ls", "--nodes", "a"}, "--dir and --nodes are certs'"},
+		{[]string{"cluster", "certs", "--nodes", "a"}, "certs asks no broker"},
 		{[]string{"cluster", "ls", "node-1"}, "ls takes no arguments"},
 		{[]string{"cluster", "ls", "--wait=false"}, "--wait is drain's"},
 		{[]string{"cluster", "drain"}, "drain needs exactly one NODE"},

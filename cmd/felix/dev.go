@@ -19,6 +19,7 @@ import (
 
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/cluster"
+	"github.com/getfelix/felix-go/internal/clustercerts"
 	"github.com/getfelix/felix-go/internal/quicconf"
 )
 
@@ -67,8 +68,8 @@ etcd. A member that dies (you may kill one to watch failover) is reported and
 the others keep running.
 
 Everything lives under --dir: admin.token (accepted by every member),
-cert.pem (served by every member), etcd/, node-N/ (data dirs) and
-logs/node-N.log. A second run on the same --dir reuses them: etcd's keys and
+cert.pem (served by every member), cluster-certs/ (the peer link's CA and
+each member's certificate), etcd/, node-N/ (data dirs) and logs/node-N.log. A second run on the same --dir reuses them: etcd's keys and
 each member's data.
 
 Flags after -- go to every broker, e.g.
@@ -123,6 +124,8 @@ type devCluster struct {
 
 	etcd    *cluster.Etcd
 	members []*devMember
+	// peerCerts are each member's peer link certificate files.
+	peerCerts map[string]clustercerts.Files
 	// exited receives each member once its process has exited; it holds
 	// one per member, so no waiter blocks.
 	exited   chan *devMember
@@ -228,8 +231,25 @@ func (d *devCluster) prepareDir() error {
 	}
 	// ServerTLS with no certificate writes a self-signed one into the dir
 	// (or loads the one there), as a broker does into its data dir.
-	_, err := quicconf.ServerTLS("", "", d.o.dir)
+	if _, err := quicconf.ServerTLS("", "", d.o.dir); err != nil {
+		return err
+	}
+	// The peer link's CA and member certificates, kept across runs (a
+	// run with more --nodes mints the new members' with the same CA).
+	var err error
+	d.peerCerts, err = clustercerts.Ensure(filepath.Join(d.o.dir, devPeerCertsDir), devNodeIDs(d.o.nodes))
 	return err
+}
+
+// devPeerCertsDir is where under --dir the peer link's certificates live.
+const devPeerCertsDir = "cluster-certs"
+
+func devNodeIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("node-%d", i+1)
+	}
+	return ids
 }
 
 func (d *devCluster) newMember(i int) *devMember {
@@ -254,6 +274,9 @@ func (d *devCluster) newMember(i int) *devMember {
 		"--auth-keys", filepath.Join(d.o.dir, auth.PublicKeyFile),
 		"--cluster-etcd", d.etcd.Endpoint(),
 		"--cluster-node-id", id,
+		"--cluster-tls-ca", d.peerCerts[id].CA,
+		"--cluster-tls-cert", d.peerCerts[id].Cert,
+		"--cluster-tls-key", d.peerCerts[id].Key,
 	}, d.brokerArgs...)
 	return m
 }

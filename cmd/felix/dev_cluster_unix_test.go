@@ -53,6 +53,13 @@ func TestDevCluster(t *testing.T) {
 	if err := json.Unmarshal(ls.stdout.Bytes(), &st); err != nil || !st.Ready || len(st.Members) != 2 {
 		t.Errorf("cluster ls --json printed %s (%v), want node-1 ready with 2 members", ls.stdout, err)
 	}
+	// Each member was given the peer link's certificates, so each has a
+	// peer link and advertises it.
+	for _, m := range st.Members {
+		if !strings.HasPrefix(m.PeerAddr, "127.0.0.1:") {
+			t.Errorf("%s's peer_addr is %q, want a peer link on 127.0.0.1", m.NodeID, m.PeerAddr)
+		}
+	}
 	drain := runFelix(t, opts{}, append([]string{"cluster", "drain", "node-1"}, admin...)...)
 	drain.wantExit(t, 0)
 	if !strings.HasPrefix(drain.stdout.String(), "node-1 drained: no in-memory shard left") {

@@ -34,6 +34,7 @@ import (
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/cluster"
+	"github.com/getfelix/felix-go/internal/clustercerts"
 	"github.com/getfelix/felix-go/internal/quicconf"
 )
 
@@ -116,6 +117,10 @@ type Cluster struct {
 	token   string
 	http    *http.Client
 	members []*Member
+
+	// peerCerts are each member's peer link certificate files, minted
+	// under keysDir with one cluster CA.
+	peerCerts map[string]clustercerts.Files
 }
 
 // Start starts an embedded etcd and opts.Nodes broker processes joined to
@@ -152,11 +157,14 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := c.makeKeys(); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.makePeerCerts(); err != nil {
+		t.Fatal(err)
+	}
 	if c.etcd, err = cluster.StartEtcd(filepath.Join(c.dir, "etcd")); err != nil {
 		t.Fatal(err)
 	}
 	for i := range opts.Nodes {
-		m, err := c.newMember(fmt.Sprintf("node-%d", i+1))
+		m, err := c.newMember(nodeID(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,6 +201,20 @@ func (c *Cluster) makeKeys() error {
 	_, err = quicconf.ServerTLS("", "", c.keysDir)
 	return err
 }
+
+// makePeerCerts mints the cluster CA and each member's certificate, so
+// every test cluster has a working peer link.
+func (c *Cluster) makePeerCerts() error {
+	ids := make([]string, c.opts.Nodes)
+	for i := range ids {
+		ids[i] = nodeID(i)
+	}
+	var err error
+	c.peerCerts, err = clustercerts.Ensure(filepath.Join(c.keysDir, "peer"), ids)
+	return err
+}
+
+func nodeID(i int) string { return fmt.Sprintf("node-%d", i+1) }
 
 // cleanup kills every member, closes etcd, and reports the logs of a
 // failed test.

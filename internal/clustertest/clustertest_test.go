@@ -149,11 +149,18 @@ func TestClusterForms(t *testing.T) {
 	if st.NodeID != "node-1" || len(st.Members) != 3 {
 		t.Fatalf("node-1's status: %+v, want node-1 answering with 3 members", st)
 	}
+	peers := map[string]string{}
 	for _, ms := range st.Members {
 		m := c.Member(ms.NodeID)
 		if m == nil || ms.Addr != m.Addr || ms.Admin != m.Admin {
 			t.Errorf("status lists %s at %s, admin %s; the harness has %+v", ms.NodeID, ms.Addr, ms.Admin, m)
 		}
+		// The harness gives every member peer certificates: each runs a
+		// peer link and its member record says where.
+		if !strings.HasPrefix(ms.PeerAddr, "127.0.0.1:") || peers[ms.PeerAddr] != "" {
+			t.Errorf("status lists %s's peer link at %q (others: %v), want its own on 127.0.0.1", ms.NodeID, ms.PeerAddr, peers)
+		}
+		peers[ms.PeerAddr] = ms.NodeID
 	}
 	if trees := c.Trees(t, c.Members()[1]); len(trees.Members) != 3 {
 		t.Errorf("node-2 gathered %d trees, want 3: %+v", len(trees.Members), trees)
@@ -164,6 +171,11 @@ func TestClusterForms(t *testing.T) {
 	c.WaitReady(t, 2)
 	node3.Restart(t)
 	c.WaitReady(t, 3)
+	for _, ms := range c.Status(t, c.Members()[0]).Members {
+		if ms.NodeID == "node-3" && !strings.HasPrefix(ms.PeerAddr, "127.0.0.1:") {
+			t.Errorf("after its restart node-3's peer link is at %q", ms.PeerAddr)
+		}
+	}
 
 	node2 := c.Members()[1]
 	node2.Freeze(t)

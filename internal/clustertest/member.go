@@ -95,6 +95,9 @@ func (m *Member) args() []string {
 		"--auth-keys", filepath.Join(m.c.keysDir, auth.PublicKeyFile),
 		"--cluster-etcd", m.c.etcd.Endpoint(),
 		"--cluster-node-id", m.NodeID,
+		"--cluster-tls-ca", m.c.peerCerts[m.NodeID].CA,
+		"--cluster-tls-cert", m.c.peerCerts[m.NodeID].Cert,
+		"--cluster-tls-key", m.c.peerCerts[m.NodeID].Key,
 	}
 	if ttl := m.c.opts.LeaseTTL; ttl != 0 {
 		args = append(args, "--cluster-lease-ttl-ms", strconv.FormatInt(ttl.Milliseconds(), 10))

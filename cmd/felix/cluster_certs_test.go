@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/getfelix/felix-go/config"
+)
+
+// TestClusterCerts: felix cluster certs writes a CA and each member's
+// files, prints the knobs each member sets, and those knobs pass the
+// broker's own check (config.PeerTLS); a second run keeps the CA.
+func TestClusterCerts(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "certs")
+	r := runFelix(t, opts{}, "cluster", "certs", "--dir", dir, "--nodes", "node-1, node-2")
+	r.wantExit(t, 0)
+	out := r.stdout.String()
+	for _, want := range []string{
+		"cluster_tls_ca: " + filepath.Join(dir, "ca.pem"),
+		"cluster_node_id: node-2\ncluster_tls_ca: " + filepath.Join(dir, "ca.pem") + "\ncluster_tls_cert: " + filepath.Join(dir, "node-2.pem") + "\ncluster_tls_key: " + filepath.Join(dir, "node-2-key.pem"),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster certs printed\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	for _, node := range []string{"node-1", "node-2"} {
+		c := config.Default()
+		c.ClusterEtcd = "http://127.0.0.1:2379"
+		c.ClusterTLSCA, c.ClusterTLSCert, c.ClusterTLSKey = filepath.Join(dir, "ca.pem"), filepath.Join(dir, node+".pem"), filepath.Join(dir, node+"-key.pem")
+		if _, _, err := c.PeerTLS(); err != nil {
+			t.Errorf("%s's printed knobs: %v", node, err)
+		}
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runFelix(t, opts{}, "cluster", "certs", "--dir", dir, "--nodes", "node-3").wantExit(t, 0)
+	if again, _ := os.ReadFile(filepath.Join(dir, "ca.pem")); string(again) != string(ca) {
+		t.Error("a second cluster certs replaced the CA")
+	}
+}
+
+// TestClusterCertsArgs: mistakes exit 2 before any file is written.
+func TestClusterCertsArgs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cluster", "certs"}, "certs needs --nodes"},
+		{[]string{"cluster", "certs", "--nodes", "a,b/c"}, `node id "b/c"`},
+		{[]string{"cluster", "certs", "--nodes", "a,a"}, `node id "a" twice`},
+		{[]string{"cluster", "certs", "--nodes", "a", "x"}, "certs takes no arguments"},
+		{[]string{"cluster", "certs", "--nodes", "a", "--json"}, "--json is ls's"},
+	} {
+		r := runFelix(t, opts{dir: dir}, tt.args...)
+		r.wantExit(t, 2)
+		if !strings.Contains(r.stderr.String(), tt.want) {
+			t.Errorf("felix %q: stderr %q, want it to contain %q", tt.args, r.stderr, tt.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("refused commands wrote %d files", len(entries))
+	}
+}
