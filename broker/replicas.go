@@ -282,6 +282,9 @@ func (b *Broker) replicasFor(spec *service.StreamSpec) (int, error) {
 		}
 		return 0, nil
 	}
+	if !node.Ready() {
+		return 0, wire.NewError(wire.CodeShardUnavailable, "not_ready: member %s has not joined the cluster yet; try another member", node.ID())
+	}
 	live := node.LiveMembers()
 	if asked == 0 {
 		if live >= defaultReplicas {
