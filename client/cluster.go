@@ -349,7 +349,9 @@ func (cc *ClusterClient) judge(err error, safe bool) verdict {
 		return judgeWire(we, safe)
 	case cc.unreachable(err) && safe:
 		return verdictRetry
-	case cc.unreachable(err):
+	case cc.unreachable(err), errors.Is(err, context.DeadlineExceeded):
+		// No answer in time: the member may be cut off from the shard's
+		// group; the next call asks again who owns the shard.
 		return verdictReroute
 	}
 	return verdictDone

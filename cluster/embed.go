@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -37,7 +38,11 @@ type Etcd struct {
 // when missing; a dir from an earlier run is reopened with its keys). It
 // listens for clients and peers on free 127.0.0.1 ports and returns once
 // the member serves, or fails after 30 s.
-func StartEtcd(dir string) (*Etcd, error) {
+func StartEtcd(dir string) (*Etcd, error) { return StartEtcdOn(dir, "127.0.0.1") }
+
+// StartEtcdOn is StartEtcd listening on host (port 0 picks one), for a test
+// whose members live in network namespaces and reach etcd over a bridge.
+func StartEtcdOn(dir, host string) (*Etcd, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cluster: etcd dir %s: %w (choose a writable folder)", dir, err)
 	}
@@ -46,7 +51,7 @@ func StartEtcd(dir string) (*Etcd, error) {
 		return nil, fmt.Errorf("cluster: etcd log: %w", err)
 	}
 	level := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
-	e, err := embed.StartEtcd(etcdConfig(filepath.Join(dir, "data"), log, level))
+	e, err := embed.StartEtcd(etcdConfig(filepath.Join(dir, "data"), host, log, level))
 	if err != nil {
 		log.Close()
 		return nil, fmt.Errorf("cluster: start etcd in %s: %w (see %s)", dir, err, log.Name())
@@ -66,10 +71,10 @@ func StartEtcd(dir string) (*Etcd, error) {
 // dials its peer URL, but a client must not take its endpoints from the
 // member list (clientv3's AutoSyncInterval); neither ours nor protoactor's
 // etcd provider does.
-func etcdConfig(dataDir string, log *os.File, level zap.AtomicLevel) *embed.Config {
+func etcdConfig(dataDir, host string, log *os.File, level zap.AtomicLevel) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Dir = dataDir
-	anyPort := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
+	anyPort := url.URL{Scheme: "http", Host: net.JoinHostPort(host, "0")}
 	cfg.ListenClientUrls = []url.URL{anyPort}
 	cfg.AdvertiseClientUrls = []url.URL{anyPort}
 	cfg.ListenPeerUrls = []url.URL{anyPort}

@@ -93,6 +93,12 @@ var errProposalLost = wire.NewError(wire.CodeLeadershipLost, "the shard's leader
 // leader's: it is not in the log.
 var errEntryReplaced = wire.NewError(wire.CodeLeadershipLost, "the shard's leadership moved and a new leader replaced the publish's entry; it was not kept, send it again")
 
+// errLeadershipMoved answers the publishes a leader had proposed and not
+// yet seen committed when it stepped down: the new leader may have their
+// entries (they will be in the log) or not. Waiting for the answer could
+// take as long as a partition lasts.
+var errLeadershipMoved = wire.NewError(wire.CodeLeadershipLost, "the shard's leader stepped down before the publish was committed; it may or may not be kept (an idempotent producer sends it again safely)")
+
 // peerMessage is a raft message from a peer, queued as control traffic.
 type peerMessage struct {
 	actors.ControlMessage
@@ -146,6 +152,8 @@ type replicated struct {
 	inFlight map[uint64]uint64
 	// unreadied counts proposals since the last Ready.
 	unreadied int
+	// leading: the replica was the leader after the last Ready.
+	leading bool
 }
 
 type proposal struct {
@@ -284,6 +292,20 @@ func (s *shard) processReady() {
 		}
 	}
 	s.settleLost()
+	leading := s.repl.replica.Role().Leader
+	if s.repl.leading && !leading {
+		s.failProposed(errLeadershipMoved)
+	}
+	s.repl.leading = leading
+}
+
+// failProposed answers every publish still waiting for its entry.
+func (s *shard) failProposed(err error) {
+	for i, p := range s.repl.proposed {
+		s.failProposal(p.pe, err)
+		s.repl.proposed[i] = proposal{}
+	}
+	s.repl.proposed = s.repl.proposed[:0]
 }
 
 // applyEntry takes one committed entry: its stamp into the producer table,

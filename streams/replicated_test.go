@@ -320,3 +320,23 @@ func TestReplicatedIdempotentProducerAcrossApply(t *testing.T) {
 		t.Fatalf("gap: %+v; want sequence_gap", res)
 	}
 }
+
+// TestReplicatedLeaderSteppingDownAnswersWhatItProposed: a leader cut off
+// from its group steps down with a publish proposed and not committed;
+// the publish is answered then (outcome unknown), not when, or if ever,
+// the partition heals.
+func TestReplicatedLeaderSteppingDownAnswersWhatItProposed(t *testing.T) {
+	r := &fakeReplica{}
+	ts := spawnReplicatedShard(t, r)
+	becomeLeader(t, r, 1)
+	p := ts.publish(t, nil, "cut off")
+	r.proposed(t, 1)
+	noAnswer(t, p, "still the leader, not committed")
+	r.setRole(false, 1)
+	r.poke(t)
+	res := answer(t, p)
+	var we *wire.Error
+	if !errors.As(res.Err, &we) || we.Code != wire.CodeLeadershipLost || we.Retry != wire.RetryOutcomeUnknown {
+		t.Fatalf("publish of a leader that stepped down: %+v; want leadership_lost, outcome unknown", res)
+	}
+}

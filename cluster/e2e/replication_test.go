@@ -22,13 +22,21 @@ import (
 // so every fault lands on one raft group.
 var replicatedStream = client.Stream{Namespace: "e2e", Name: "replicated"}
 
+// clientOptions trusts the members; in network namespaces they listen on
+// addresses their shared certificate does not name.
+func clientOptions(c *clustertest.Cluster) client.Options {
+	o := c.ClientOptions()
+	o.Insecure = c.InNetNS()
+	return o
+}
+
 // dialAll connects a ClusterClient seeded with every member, so it finds
 // the cluster whichever member is down.
 func dialAll(t *testing.T, c *clustertest.Cluster) *client.ClusterClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	o := c.ClientOptions()
+	o := clientOptions(c)
 	o.DialTimeout = time.Second
 	o.IdleTimeout, o.KeepAlive = 1500*time.Millisecond, 300*time.Millisecond
 	cc, err := client.DialCluster(ctx, c.Addrs(), o)
@@ -61,7 +69,7 @@ func createReplicated(ctx context.Context, t *testing.T, cc *client.ClusterClien
 func onMember(ctx context.Context, c *clustertest.Cluster, m *clustertest.Member, do func(*client.Client) error) error {
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	cl, err := client.Dial(dctx, m.Addr, c.ClientOptions())
+	cl, err := client.Dial(dctx, m.Addr, clientOptions(c))
 	if err != nil {
 		return err
 	}
@@ -291,24 +299,48 @@ func TestReplicatedLeaderFrozenAcknowledgesNothing(t *testing.T) {
 	waitAcks(ctx, t, acks, 20, "before the freeze")
 
 	old := leaderOf(ctx, t, c)
-	o := c.ClientOptions()
-	o.IdleTimeout = 30 * time.Second // the connection outlives the freeze
-	direct, err := client.Dial(ctx, old.Addr, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = direct.Close(context.Background()) }()
-	if err := direct.Publish(ctx, replicatedStream, []byte("before"), client.PublishOptions{}); err != nil {
-		t.Fatalf("publish to the leader before the freeze: %v", err)
-	}
+	direct := dialDirect(ctx, t, c, old)
 	frozenAt := time.Now()
 	old.Freeze(t)
 	before := acks.count()
 	waitAcks(ctx, t, acks, before+40, "while the old leader is frozen")
 	// Publishes straight to the frozen leader, queued while it sleeps.
-	results := make(chan error, 20)
+	results, sent := publishStale(ctx, direct, 20)
+	time.Sleep(10*time.Second - time.Since(frozenAt)) // the fault: frozen for 10 s
+	old.Thaw(t)
+	sent.Wait()
+	close(results)
+	checkRefused(t, results)
+	close(stop)
+	wg.Wait()
+	log := converged(ctx, t, c, acks.count())
+	checkExactlyOnce(t, log, acks)
+	checkNoStale(t, log)
+}
+
+// dialDirect connects a plain client to m, whose connection outlives a
+// freeze or a partition, and checks m takes a publish now.
+func dialDirect(ctx context.Context, t *testing.T, c *clustertest.Cluster, m *clustertest.Member) *client.Client {
+	t.Helper()
+	o := clientOptions(c)
+	o.IdleTimeout = 30 * time.Second
+	direct, err := client.Dial(ctx, m.Addr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = direct.Close(context.Background()) })
+	if err := direct.Publish(ctx, replicatedStream, []byte("before"), client.PublishOptions{}); err != nil {
+		t.Fatalf("publish to the leader %s before the fault: %v", m.NodeID, err)
+	}
+	return direct
+}
+
+// publishStale sends n publishes of "stale" through direct, each waiting
+// up to 20 s; their results come on the channel.
+func publishStale(ctx context.Context, direct *client.Client, n int) (chan error, *sync.WaitGroup) {
+	results := make(chan error, n)
 	var sent sync.WaitGroup
-	for range 20 {
+	for range n {
 		sent.Add(1)
 		go func() {
 			defer sent.Done()
@@ -317,10 +349,13 @@ func TestReplicatedLeaderFrozenAcknowledgesNothing(t *testing.T) {
 			results <- direct.Publish(pctx, replicatedStream, []byte("stale"), client.PublishOptions{})
 		}()
 	}
-	time.Sleep(10*time.Second - time.Since(frozenAt)) // the fault: frozen for 10 s
-	old.Thaw(t)
-	sent.Wait()
-	close(results)
+	return results, &sent
+}
+
+// checkRefused: none of results is an acknowledgement, and each refusal
+// is typed.
+func checkRefused(t *testing.T, results chan error) {
+	t.Helper()
 	refusals := map[string]int{}
 	for err := range results {
 		var we *wire.Error
@@ -336,14 +371,49 @@ func TestReplicatedLeaderFrozenAcknowledgesNothing(t *testing.T) {
 			t.Errorf("refusal is not typed: %v", err)
 		}
 	}
-	t.Logf("publishes sent to the frozen leader: %v", refusals)
+	t.Logf("publishes sent to the old leader: %v", refusals)
+}
+
+func checkNoStale(t *testing.T, log []client.Record) {
+	t.Helper()
+	for _, r := range log {
+		if string(r.Payload) == "stale" {
+			t.Fatalf("a publish sent to the old leader is in the log at %d", r.Offset)
+		}
+	}
+}
+
+// TestReplicatedLeaderPartitionedAcknowledgesNothing: the leader is cut
+// off from the other members (network namespaces, blackhole routes both
+// ways) while etcd and clients still reach it. The majority elects a new
+// leader and goes on; publishes sent straight to the old leader are
+// acknowledged by nobody; after healing there is one history, every
+// acknowledged record once.
+func TestReplicatedLeaderPartitionedAcknowledgesNothing(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, LeaseTTL: leaseTTL, NetNS: true})
+	c.WaitReady(t, 3)
+	cc := dialAll(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createReplicated(ctx, t, cc)
+	acks := &ackLog{acked: map[string]uint64{}}
+	stop := make(chan struct{})
+	wg := publishIdempotently(ctx, t, cc, 2, acks, stop)
+	waitAcks(ctx, t, acks, 20, "before the partition")
+
+	old := leaderOf(ctx, t, c)
+	direct := dialDirect(ctx, t, c, old)
+	c.Partition(t, old)
+	results, sent := publishStale(ctx, direct, 20)
+	before := acks.count()
+	waitAcks(ctx, t, acks, before+40, "while the old leader is cut off")
+	c.Heal(t, old)
+	sent.Wait()
+	close(results)
+	checkRefused(t, results)
 	close(stop)
 	wg.Wait()
 	log := converged(ctx, t, c, acks.count())
 	checkExactlyOnce(t, log, acks)
-	for _, r := range log {
-		if string(r.Payload) == "stale" {
-			t.Fatalf("a publish sent to the frozen leader is in the log at %d", r.Offset)
-		}
-	}
+	checkNoStale(t, log)
 }

@@ -105,6 +105,11 @@ type Options struct {
 	// ExtraArgs are appended to every member's `felix broker` command
 	// line, after the harness's own flags, so they override them.
 	ExtraArgs []string
+	// NetNS runs each member in a network namespace of its own, so that
+	// Partition can cut it off from the others (see netns.go). Members
+	// then listen on 10.x addresses, which the shared certificate does not
+	// name: clients set Insecure.
+	NetNS bool
 }
 
 // Cluster is an embedded etcd and the members started on it.
@@ -121,6 +126,8 @@ type Cluster struct {
 	// peerCerts are each member's peer link certificate files, minted
 	// under keysDir with one cluster CA.
 	peerCerts map[string]clustercerts.Files
+	// lab is the members' network namespaces (Options.NetNS), or nil.
+	lab *lab
 }
 
 // Start starts an embedded etcd and opts.Nodes broker processes joined to
@@ -160,11 +167,16 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := c.makePeerCerts(); err != nil {
 		t.Fatal(err)
 	}
-	if c.etcd, err = cluster.StartEtcd(filepath.Join(c.dir, "etcd")); err != nil {
+	etcdHost := "127.0.0.1"
+	if opts.NetNS {
+		c.lab = startLab(t, opts.Nodes)
+		etcdHost = c.lab.hostIP()
+	}
+	if c.etcd, err = cluster.StartEtcdOn(filepath.Join(c.dir, "etcd"), etcdHost); err != nil {
 		t.Fatal(err)
 	}
 	for i := range opts.Nodes {
-		m, err := c.newMember(nodeID(i))
+		m, err := c.newMember(i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,6 +236,9 @@ func (c *Cluster) cleanup(t testing.TB) {
 	}
 	if c.etcd != nil {
 		c.etcd.Close()
+	}
+	if c.lab != nil {
+		c.lab.close()
 	}
 	c.http.CloseIdleConnections()
 	if !t.Failed() {

@@ -46,6 +46,7 @@ type Member struct {
 
 	c        *Cluster
 	addrFile string
+	index    int // in the cluster's members, and its namespace's number
 
 	mu struct {
 		sync.Mutex
@@ -61,20 +62,39 @@ type process struct {
 	err  error         // Wait's result, set before done closes
 }
 
-func (c *Cluster) newMember(nodeID string) (*Member, error) {
-	admin, err := freeTCPAddr()
+func (c *Cluster) newMember(index int) (*Member, error) {
+	id := nodeID(index)
+	admin, err := c.adminAddr(index)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(c.dir, nodeID)
+	dir := filepath.Join(c.dir, id)
 	return &Member{
-		NodeID:   nodeID,
+		NodeID:   id,
 		Admin:    admin,
 		DataDir:  filepath.Join(dir, "data"),
-		LogFile:  filepath.Join(c.logDir, nodeID+".log"),
+		LogFile:  filepath.Join(c.logDir, id+".log"),
 		c:        c,
 		addrFile: filepath.Join(dir, "addr"),
+		index:    index,
 	}, nil
+}
+
+// adminAddr picks member index's admin address: a free loopback port, or
+// in its own namespace (where every port is free) a fixed one.
+func (c *Cluster) adminAddr(index int) (string, error) {
+	if c.lab != nil {
+		return net.JoinHostPort(c.lab.memberIP(index), "9100"), nil
+	}
+	return freeTCPAddr()
+}
+
+// host is the address the member listens on.
+func (m *Member) host() string {
+	if m.c.lab != nil {
+		return m.c.lab.memberIP(m.index)
+	}
+	return "127.0.0.1"
 }
 
 // args is the member's command line: felix/1 on any free port the first
@@ -82,7 +102,7 @@ func (c *Cluster) newMember(nodeID string) (*Member, error) {
 func (m *Member) args() []string {
 	listen := m.Addr
 	if listen == "" {
-		listen = "127.0.0.1:0"
+		listen = net.JoinHostPort(m.host(), "0")
 	}
 	args := []string{"broker",
 		"--listen", listen,
@@ -122,6 +142,10 @@ func (m *Member) launch() error {
 	args := m.args()
 	fmt.Fprintf(log, "clustertest: %s starting: felix %s\n", time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
 	cmd := exec.Command(felixBin, args...)
+	if m.c.lab != nil {
+		// ip execs felix in the namespace: the process is felix's.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", m.c.lab.ns(m.index), felixBin}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = childEnv()
 	cmd.SysProcAttr = sysProcAttr()
@@ -149,7 +173,7 @@ func (m *Member) waitServing() error {
 		if err == nil || try == adminPortTries || m.Addr != "" || !m.lostAdminPort() {
 			return err
 		}
-		if m.Admin, err = freeTCPAddr(); err != nil {
+		if m.Admin, err = m.c.adminAddr(m.index); err != nil {
 			return err
 		}
 		if err := m.launch(); err != nil {
