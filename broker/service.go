@@ -299,7 +299,14 @@ func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.De
 	if err != nil {
 		return def, nil, err
 	}
-	ref, err := c.shard(ctx, p.Scope, def.Routing.ShardFor(p.Key, def.Shards))
+	n := def.Routing.ShardFor(p.Key, def.Shards)
+	if p.Shard != nil {
+		if *p.Shard >= def.Shards {
+			return def, nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shards, no shard %d", p.Scope, def.Shards, *p.Shard)
+		}
+		n = *p.Shard
+	}
+	ref, err := c.shard(ctx, p.Scope, n)
 	if err == nil && def.Durable && !ref.Durable {
 		err = wire.NewError(wire.CodeNotFound, "stream %s was deleted and is now in memory", p.Scope)
 	}

@@ -97,7 +97,11 @@ type Session interface {
 type Publish struct {
 	Scope wire.Scope
 	// Key picks the shard through the stream's routing; nil is shard 0.
-	Key      []byte
+	Key []byte
+	// Shard, when set, is the shard the batch goes to in place of Key's
+	// routing (the Kafka listener: partition N is shard N). A shard past
+	// the stream's is not_found.
+	Shard    *uint32
 	Payloads [][]byte
 	// ExpectedOffset, when set, makes the publish conditional (publish_if):
 	// it is written only if it would start at this offset (durable streams
