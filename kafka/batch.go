@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"time"
 
 	"github.com/golang/snappy"
 	"github.com/klauspost/compress/zstd"
@@ -261,10 +260,10 @@ func appendBatch(dst []byte, recs []service.Record) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(recs)-1))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(first))
 	maxAt := len(dst)
-	dst = binary.BigEndian.AppendUint64(dst, 0)               // max timestamp, patched below
-	dst = binary.BigEndian.AppendUint64(dst, ^uint64(0))      // producer id -1
-	dst = binary.BigEndian.AppendUint16(dst, ^uint16(0))      // producer epoch -1
-	dst = binary.BigEndian.AppendUint32(dst, ^uint32(0))      // base sequence -1
+	dst = binary.BigEndian.AppendUint64(dst, 0)                 // max timestamp, patched below
+	dst = binary.BigEndian.AppendUint64(dst, ^uint64(0))        // producer id -1
+	dst = binary.BigEndian.AppendUint16(dst, ^uint16(0))        // producer epoch -1
+	dst = binary.BigEndian.AppendUint32(dst, ^uint32(0))        // base sequence -1
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(recs))) // records
 	var body []byte
 	for i, r := range recs {
@@ -285,10 +284,3 @@ func appendBatch(dst []byte, recs []service.Record) []byte {
 	binary.BigEndian.PutUint32(dst[start+batchCRCOffset:], crc32.Checksum(dst[start+batchCRCFrom:], castagnoli))
 	return dst
 }
-
-// batchBytes is the encoded length of appendBatch's record for a value of
-// n bytes, at most: for budgeting a fetch before encoding it.
-func batchBytes(n int) int { return n + 3*binary.MaxVarintLen64 + 2 }
-
-// recordTime is what a record's stored time becomes in a batch.
-func recordTime(t time.Time) int64 { return t.UnixMilli() }

@@ -140,7 +140,7 @@ func (c *conn) producePartition(pc *produceCall, topic string, rp kmsg.ProduceRe
 	bytes := int(pub.Bytes())
 	err = c.sess.Publish(c.ctx, pub, func(res service.PublishResult) {
 		if res.Err != nil {
-			c.publishFailed(topic, pub, key)
+			c.publishFailed(pub, key)
 			out.ErrorCode = produceCode(res.Err)
 		} else {
 			out.BaseOffset = int64(res.Offset)
@@ -149,16 +149,15 @@ func (c *conn) producePartition(pc *produceCall, topic string, rp kmsg.ProduceRe
 		pc.partitionDone()
 	})
 	if err != nil {
-		c.publishFailed(topic, pub, key)
+		c.publishFailed(pub, key)
 		fail(err)
 	}
 }
 
-// publishFailed forgets what a failed publish may have made stale: the
-// producer pair (its next batch probes) and, for a stream that is gone,
-// the topic. It runs on the read loop or a shard's callback, so it only
-// touches the shared producer map.
-func (c *conn) publishFailed(topic string, pub *service.Publish, key producerKey) {
+// publishFailed forgets the producer pair of a failed idempotent publish,
+// so its next batch probes the shard. It runs on the read loop or a
+// shard's callback, so it touches only the shared producer map.
+func (c *conn) publishFailed(pub *service.Publish, key producerKey) {
 	if pub.Producer != nil {
 		c.l.producers.forget(key)
 	}
@@ -174,7 +173,8 @@ func (c *conn) sequence(key producerKey, pub *service.Publish, b producedBatch) 
 	if known || err != nil {
 		return seq, nil, err
 	}
-	next, err := c.probe(pub, key.id, math.MaxUint64)
+	var next uint64
+	_, err = c.probeResult(pub, key.id, math.MaxUint64)
 	var refused *wire.RefusedError
 	switch {
 	case errors.As(err, &refused) && refused.Reason == "unknown_producer":
@@ -202,14 +202,8 @@ func (c *conn) sequence(key producerKey, pub *service.Publish, b producedBatch) 
 	return seq, nil, err
 }
 
-// probe publishes pub as producer id's batch seq and waits for the
-// shard's answer; it returns the answer's error (a refusal writes
-// nothing).
-func (c *conn) probe(pub *service.Publish, id, seq uint64) (uint64, error) {
-	_, err := c.probeResult(pub, id, seq)
-	return 0, err
-}
-
+// probeResult publishes pub as producer id's batch seq and waits for the
+// shard's answer (a refusal writes nothing).
 func (c *conn) probeResult(pub *service.Publish, id, seq uint64) (service.PublishResult, error) {
 	probe := *pub
 	probe.Producer = &service.ProducerSeq{ID: id, Seq: seq}
