@@ -10,7 +10,9 @@ import (
 // A batch is the unit the log writes, checksums and indexes. On disk:
 //
 //	magic     u8   batchMagicV1; batchMagicV2 for a stamped batch;
-//	               batchMagicV3 for a raft entry (AppendEntry)
+//	               batchMagicV3 for a raft entry (AppendEntry);
+//	               batchMagicV1A, batchMagicV2A: V1, V2 whose records
+//	               carry attributes (attrs.go)
 //	length    u32  bytes after the checksum field
 //	checksum  u32  CRC-32C (Castagnoli) of those bytes
 //	base      u64  offset of the first record
@@ -42,6 +44,8 @@ const (
 	batchMagicV1    byte = 0xFB
 	batchMagicV2    byte = 0xFC
 	batchMagicV3    byte = 0xFD
+	batchMagicV1A   byte = 0xF9
+	batchMagicV2A   byte = 0xFA
 	frameHeaderLen       = 1 + 4 + 4
 	batchFixedLen        = 8 + 4 + 8
 	stampLen             = 8 + 8 + 8
@@ -94,6 +98,9 @@ type batchView struct {
 	time    int64  // unix microseconds
 	stamp   *Stamp // nil for a V1 batch and an unstamped V3 one
 	entry   bool   // a V3 batch: meta is the raft entry's
+	// attributed: a V1A or V2A batch, each record a value and its
+	// attributes (splitRecord).
+	attributed bool
 	meta    EntryMeta
 	records []byte
 }
@@ -103,6 +110,36 @@ func (v batchView) next() uint64 { return v.base + uint64(v.count) }
 
 // all yields each record's offset and value. The values alias the batch.
 func (v batchView) all() iter.Seq2[uint64, []byte] {
+	return func(yield func(uint64, []byte) bool) {
+		for off, value := range v.stored() {
+			if v.attributed {
+				value, _, _ = splitRecord(value) // decodeBatch checked it splits
+			}
+			if !yield(off, value) {
+				return
+			}
+		}
+	}
+}
+
+// withAttrs yields each record's offset, value and attributes' bytes (nil
+// in a batch without them). They alias the batch.
+func (v batchView) withAttrs() iter.Seq2[uint64, [2][]byte] {
+	return func(yield func(uint64, [2][]byte) bool) {
+		for off, value := range v.stored() {
+			var attrs []byte
+			if v.attributed {
+				value, attrs, _ = splitRecord(value)
+			}
+			if !yield(off, [2][]byte{value, attrs}) {
+				return
+			}
+		}
+	}
+}
+
+// stored yields each record as stored.
+func (v batchView) stored() iter.Seq2[uint64, []byte] {
 	return func(yield func(uint64, []byte) bool) {
 		rest := v.records
 		for off := v.base; len(rest) > 0; off++ {
@@ -141,12 +178,18 @@ func recordsLen(records [][]byte) int {
 	return n
 }
 
-// appendBatch appends the framed batch to dst: V2 with stamp, V1 without.
-func appendBatch(dst []byte, base uint64, time int64, records [][]byte, stamp *Stamp) []byte {
+// appendBatch appends the framed batch to dst: V2 with stamp, V1 without;
+// V2A or V1A when the records are attributed (joinRecords encoded them).
+func appendBatch(dst []byte, base uint64, time int64, records [][]byte, stamp *Stamp, attributed bool) []byte {
 	start := len(dst)
 	magic := batchMagicV1
-	if stamp != nil {
+	switch {
+	case stamp != nil && attributed:
+		magic = batchMagicV2A
+	case stamp != nil:
 		magic = batchMagicV2
+	case attributed:
+		magic = batchMagicV1A
 	}
 	dst = appendCommonHeader(dst, magic, base, uint32(len(records)), time)
 	if stamp != nil {
@@ -231,9 +274,9 @@ func frameLen(hdr []byte) (int, error) {
 // part after it (headerLen).
 func fixedLen(magic byte) (int, bool) {
 	switch magic {
-	case batchMagicV1:
+	case batchMagicV1, batchMagicV1A:
 		return batchFixedLen, true
-	case batchMagicV2:
+	case batchMagicV2, batchMagicV2A:
 		return batchFixedLen + stampLen, true
 	case batchMagicV3:
 		return batchFixedLen + entryFixedLen, true
@@ -270,6 +313,11 @@ func decodeHeader(hdr []byte) (batchView, error) {
 		time:  int64(binary.BigEndian.Uint64(body[12:])),
 	}
 	switch hdr[0] {
+	case batchMagicV1A:
+		v.attributed = true
+	case batchMagicV2A:
+		v.attributed = true
+		v.stamp = decodeStamp(body[batchFixedLen:])
 	case batchMagicV2:
 		v.stamp = decodeStamp(body[batchFixedLen:])
 	case batchMagicV3:
@@ -351,6 +399,9 @@ func decodeBatch(b []byte) (batchView, int, error) {
 		}
 		n := binary.BigEndian.Uint32(rest)
 		if uint64(n) > uint64(len(rest)-recordHeaderLen) {
+			return batchView{}, 0, errMalformed
+		}
+		if _, _, ok := splitRecord(rest[recordHeaderLen : recordHeaderLen+n]); v.attributed && !ok {
 			return batchView{}, 0, errMalformed
 		}
 		rest = rest[recordHeaderLen+n:]
