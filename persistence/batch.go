@@ -93,16 +93,17 @@ type Stamp struct {
 // batchView is a decoded batch. records and meta.Control alias the decoded
 // bytes, and records has been validated to hold exactly count records.
 type batchView struct {
-	base  uint64
-	count uint32
-	time  int64  // unix microseconds
-	stamp *Stamp // nil for a V1 batch and an unstamped V3 one
-	entry bool   // a V3 batch: meta is the raft entry's
+	base    uint64
+	count   uint32
+	time    int64  // unix microseconds
+	stamp   *Stamp // nil for a V1 batch and an unstamped V3 one
+	entry   bool   // a V3 batch: meta is the raft entry's
+	meta    EntryMeta
+	records []byte
+
 	// attributed: a V1A or V2A batch, each record a value and its
 	// attributes (splitRecord).
 	attributed bool
-	meta       EntryMeta
-	records    []byte
 }
 
 // next is the offset after the batch's last record.
