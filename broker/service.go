@@ -351,7 +351,7 @@ func (c *conn) gone(ctx context.Context, scope wire.Scope, old streams.Def) erro
 
 // shardPublish is p as its shard takes it.
 func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams.Publish {
-	sp := &streams.Publish{Payloads: p.Payloads, ExpectedOffset: p.ExpectedOffset}
+	sp := &streams.Publish{Payloads: p.Payloads, ExpectedOffset: p.ExpectedOffset, Attrs: encodeAttrs(p.Attrs)}
 	if p.Producer != nil {
 		sp.Producer = &streams.ProducerSeq{ID: p.Producer.ID, Seq: p.Producer.Seq}
 	}

@@ -57,9 +57,9 @@ type producedBatch struct {
 	producerEpoch int16
 	baseSequence  int32
 	values        [][]byte
-	// keyed counts records that carried a key or headers, which Felix does
-	// not keep yet (a metric says how many).
-	keyed int
+	// attrs are the records' keys and headers, parallel to values; nil
+	// when no record has any.
+	attrs []service.RecordAttrs
 }
 
 // parseBatch checks and decodes the one RecordBatch a Produce carries for a
@@ -113,13 +113,28 @@ func parseBatch(raw []byte, max int) (producedBatch, error) {
 		}
 		out.values = append(out.values, r.Value)
 		if r.Key != nil || len(r.Headers) > 0 {
-			out.keyed++
+			if out.attrs == nil {
+				out.attrs = make([]service.RecordAttrs, b.NumRecords)
+			}
+			out.attrs[i] = recordAttrs(&r)
 		}
 	}
 	if len(records) != 0 {
 		return producedBatch{}, fmt.Errorf("%w: %d bytes after the last record", ErrCorruptBatch, len(records))
 	}
 	return out, nil
+}
+
+// recordAttrs is r's key and headers as the service takes them.
+func recordAttrs(r *kmsg.Record) service.RecordAttrs {
+	a := service.RecordAttrs{Key: r.Key}
+	if len(r.Headers) > 0 {
+		a.Headers = make([]service.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			a.Headers[i] = service.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return a
 }
 
 // readRecord reads the varint-length-prefixed record at the front of b
@@ -272,10 +287,14 @@ func appendBatch(dst []byte, recs []service.Record) []byte {
 		body = append(body[:0], 0) // attributes
 		body = binary.AppendVarint(body, ts-first)
 		body = binary.AppendVarint(body, int64(i))
-		body = binary.AppendVarint(body, -1) // key: null
-		body = binary.AppendVarint(body, int64(len(r.Value)))
-		body = append(body, r.Value...)
-		body = binary.AppendVarint(body, 0) // headers
+		body = appendVarBytes(body, r.Key)
+		body = appendVarBytes(body, r.Value)
+		body = binary.AppendVarint(body, int64(len(r.Headers)))
+		for _, h := range r.Headers {
+			body = binary.AppendVarint(body, int64(len(h.Key)))
+			body = append(body, h.Key...)
+			body = appendVarBytes(body, h.Value)
+		}
 		dst = binary.AppendVarint(dst, int64(len(body)))
 		dst = append(dst, body...)
 	}
@@ -283,4 +302,13 @@ func appendBatch(dst []byte, recs []service.Record) []byte {
 	binary.BigEndian.PutUint32(dst[start+8:], uint32(len(dst)-start-12))
 	binary.BigEndian.PutUint32(dst[start+batchCRCOffset:], crc32.Checksum(dst[start+batchCRCFrom:], castagnoli))
 	return dst
+}
+
+// appendVarBytes appends b with its varint length, -1 for nil (null).
+func appendVarBytes(dst, b []byte) []byte {
+	if b == nil {
+		return binary.AppendVarint(dst, -1)
+	}
+	dst = binary.AppendVarint(dst, int64(len(b)))
+	return append(dst, b...)
 }

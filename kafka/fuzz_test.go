@@ -116,8 +116,8 @@ func TestParseBatchCodecs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("codec %d: %v", codec, err)
 		}
-		if len(b.values) != 3 || !bytes.Equal(b.values[1], values[1]) || b.keyed != 3 {
-			t.Fatalf("codec %d: got %d values (keyed %d), want the 3 given", codec, len(b.values), b.keyed)
+		if len(b.values) != 3 || !bytes.Equal(b.values[1], values[1]) || len(b.attrs) != 3 || string(b.attrs[2].Key) != "k" {
+			t.Fatalf("codec %d: got %d values, attrs %+v; want the 3 given, each with key k", codec, len(b.values), b.attrs)
 		}
 		if _, err := parseBatch(seedBatch(codec, values), 1000); err != ErrBatchTooLarge && !isTooLarge(err) {
 			t.Fatalf("codec %d over the bound: %v, want ErrBatchTooLarge", codec, err)

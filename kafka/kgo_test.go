@@ -104,6 +104,19 @@ type acked struct {
 	partition int32
 	offset    int64
 	value     string
+	key       string // "" for none: every third record has none
+	header    string // the value of header "h", "" for none
+}
+
+// ackedOf is r as the tests compare it.
+func ackedOf(r *kgo.Record) acked {
+	a := acked{partition: r.Partition, offset: r.Offset, value: string(r.Value), key: string(r.Key)}
+	for _, h := range r.Headers {
+		if h.Key == "h" {
+			a.header = string(h.Value)
+		}
+	}
+	return a
 }
 
 // produce sends n records spread over partitions with kgo's defaults
@@ -115,6 +128,10 @@ func produce(t *testing.T, cl *kgo.Client, first, n, partitions int) map[int32][
 	recs := make([]*kgo.Record, n)
 	for i := range n {
 		recs[i] = &kgo.Record{Topic: topic, Partition: int32((first + i) % partitions), Value: fmt.Appendf(nil, "value-%05d", first+i)}
+		if i%3 != 0 {
+			recs[i].Key = fmt.Appendf(nil, "key-%d", first+i)
+			recs[i].Headers = []kgo.RecordHeader{{Key: "h", Value: fmt.Appendf(nil, "hv-%d", first+i)}, {Key: "empty"}}
+		}
 	}
 	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
@@ -122,7 +139,7 @@ func produce(t *testing.T, cl *kgo.Client, first, n, partitions int) map[int32][
 	}
 	out := make(map[int32][]acked)
 	for _, r := range res {
-		out[r.Record.Partition] = append(out[r.Record.Partition], acked{r.Record.Partition, r.Record.Offset, string(r.Record.Value)})
+		out[r.Record.Partition] = append(out[r.Record.Partition], ackedOf(r.Record))
 	}
 	return out
 }
@@ -154,7 +171,7 @@ func consumeAll(t *testing.T, b *broker.Broker, cfg config.Config, want map[int3
 		}
 		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
 		fs.EachRecord(func(r *kgo.Record) {
-			got[r.Partition] = append(got[r.Partition], acked{r.Partition, r.Offset, string(r.Value)})
+			got[r.Partition] = append(got[r.Partition], ackedOf(r))
 		})
 	}
 	return got
@@ -237,8 +254,14 @@ func checkFelixRead(t *testing.T, b *broker.Broker, cfg config.Config, want map[
 			t.Fatalf("shard %d: felix/1 read %d records, Kafka acknowledged %d", p, len(got), len(w))
 		}
 		for i, r := range got {
-			if int64(r.Offset) != w[i].offset || string(r.Payload) != w[i].value {
-				t.Fatalf("shard %d record %d: felix/1 read (%d, %q), Kafka acknowledged (%d, %q)", p, i, r.Offset, r.Payload, w[i].offset, w[i].value)
+			f := acked{partition: p, offset: int64(r.Offset), value: string(r.Payload), key: string(r.Key)}
+			for _, h := range r.Headers {
+				if h.Key == "h" {
+					f.header = string(h.Value)
+				}
+			}
+			if f != w[i] || (w[i].key != "" && len(r.Headers) != 2) {
+				t.Fatalf("shard %d record %d: felix/1 read %+v (headers %v), Kafka acknowledged %+v", p, i, f, r.Headers, w[i])
 			}
 		}
 	}

@@ -81,8 +81,6 @@ type Hooks interface {
 	Request(api, outcome string)
 	// Bytes counts records' payload bytes "in" (produced) and "out" (fetched).
 	Bytes(direction string, n int)
-	// KeysDropped counts produced records whose key or headers were not kept.
-	KeysDropped(n int)
 }
 
 type noHooks struct{}
@@ -90,7 +88,6 @@ type noHooks struct{}
 func (noHooks) Connection(string)      {}
 func (noHooks) Request(string, string) {}
 func (noHooks) Bytes(string, int)      {}
-func (noHooks) KeysDropped(int)        {}
 
 func (c Config) withDefaults() Config {
 	if c.MaxRequestBytes <= 0 {

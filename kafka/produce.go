@@ -120,7 +120,7 @@ func (c *conn) producePartition(pc *produceCall, topic string, rp kmsg.ProduceRe
 		return
 	}
 	shard := uint32(rp.Partition)
-	pub := &service.Publish{Scope: t.scope, Shard: &shard, Payloads: b.values}
+	pub := &service.Publish{Scope: t.scope, Shard: &shard, Payloads: b.values, Attrs: b.attrs}
 	var key producerKey
 	if b.producerID >= 0 {
 		key = producerKey{id: uint64(b.producerID), scope: t.scope, shard: shard}
@@ -136,7 +136,6 @@ func (c *conn) producePartition(pc *produceCall, topic string, rp kmsg.ProduceRe
 		}
 		pub.Producer = &service.ProducerSeq{ID: key.id, Seq: seq}
 	}
-	c.l.cfg.Hooks.KeysDropped(b.keyed)
 	bytes := int(pub.Bytes())
 	err = c.sess.Publish(c.ctx, pub, func(res service.PublishResult) {
 		if res.Err != nil {

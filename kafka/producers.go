@@ -139,11 +139,28 @@ func (c *conn) handleInitProducerID(h header, r *kmsg.InitProducerIDRequest) *pe
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-	} else if id, err := c.sess.InitProducer(c.ctx); err != nil {
+	} else if id, err := c.kafkaProducerID(); err != nil {
 		resp.ErrorCode = errorCode(err)
 	} else {
-		resp.ProducerID, resp.ProducerEpoch = int64(id), 0
+		resp.ProducerID, resp.ProducerEpoch = id, 0
 	}
 	c.count(h.key, resp.ErrorCode)
 	return answered(h.correlation, resp)
+}
+
+// kafkaProducerID asks the service for producer ids until one fits
+// Kafka's: Felix draws 64 random bits, Kafka's ids are non-negative
+// int64s, and a batch with a negative id is not idempotent at all. Half
+// the draws fit; the others stay unused in the broker's registry.
+func (c *conn) kafkaProducerID() (int64, error) {
+	for range 16 {
+		id, err := c.sess.InitProducer(c.ctx)
+		if err != nil {
+			return 0, err
+		}
+		if id <= math.MaxInt64 {
+			return int64(id), nil
+		}
+	}
+	return 0, errors.New("kafka: 16 producer ids in a row did not fit Kafka's int64")
 }

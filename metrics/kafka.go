@@ -9,7 +9,6 @@ type Kafka struct {
 	open        prometheus.Gauge
 	requests    *prometheus.CounterVec // api, outcome
 	bytes       *prometheus.CounterVec // direction
-	keysDropped prometheus.Counter
 }
 
 // RegisterKafka registers the Kafka listener's metrics in m's registry.
@@ -19,9 +18,8 @@ func (m *Metrics) RegisterKafka() *Kafka {
 		open:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "felix_kafka_connections_open", Help: "Open Kafka connections."}),
 		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "felix_kafka_requests_total", Help: "Kafka requests by api and outcome (ok, a Kafka error name, or closed when the request closed the connection)."}, []string{"api", "outcome"}),
 		bytes:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "felix_kafka_bytes_total", Help: "Record value bytes produced (in) and fetched (out) through the Kafka listener."}, []string{"direction"}),
-		keysDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "felix_kafka_keys_dropped_total", Help: "Produced records whose Kafka key or headers were not kept (only the value is stored)."}),
 	}
-	m.Registry.MustRegister(k.connections, k.open, k.requests, k.bytes, k.keysDropped)
+	m.Registry.MustRegister(k.connections, k.open, k.requests, k.bytes)
 	return k
 }
 
@@ -43,12 +41,5 @@ func (k *Kafka) Request(api, outcome string) { k.requests.WithLabelValues(api, o
 func (k *Kafka) Bytes(direction string, n int) {
 	if n > 0 {
 		k.bytes.WithLabelValues(direction).Add(float64(n))
-	}
-}
-
-// KeysDropped counts records whose key or headers were dropped.
-func (k *Kafka) KeysDropped(n int) {
-	if n > 0 {
-		k.keysDropped.Add(float64(n))
 	}
 }
