@@ -47,6 +47,13 @@ var apis = map[int16]apiRange{
 	1:  {4, 12}, // Fetch
 	2:  {1, 6},  // ListOffsets
 	3:  {1, 12}, // Metadata
+	8:  {2, 8},  // OffsetCommit
+	9:  {1, 7},  // OffsetFetch: v8 batches groups, which no client needs here
+	10: {0, 4},  // FindCoordinator
+	11: {0, 9},  // JoinGroup
+	12: {0, 4},  // Heartbeat
+	13: {0, 5},  // LeaveGroup
+	14: {0, 5},  // SyncGroup
 	17: {1, 1},  // SASLHandshake: v0 sends raw SASL frames after it, which only ancient clients do
 	18: {0, 3},  // ApiVersions
 	22: {0, 4},  // InitProducerID

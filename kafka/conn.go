@@ -211,6 +211,20 @@ func (c *conn) dispatch(h header, req kmsg.Request) (*pending, error) {
 		return c.handleListOffsets(h, r), nil
 	case *kmsg.InitProducerIDRequest:
 		return c.handleInitProducerID(h, r), nil
+	case *kmsg.FindCoordinatorRequest:
+		return c.handleFindCoordinator(h, r), nil
+	case *kmsg.JoinGroupRequest:
+		return c.handleJoinGroup(h, r), nil
+	case *kmsg.SyncGroupRequest:
+		return c.handleSyncGroup(h, r), nil
+	case *kmsg.HeartbeatRequest:
+		return c.handleHeartbeat(h, r), nil
+	case *kmsg.LeaveGroupRequest:
+		return c.handleLeaveGroup(h, r), nil
+	case *kmsg.OffsetCommitRequest:
+		return c.handleOffsetCommit(h, r), nil
+	case *kmsg.OffsetFetchRequest:
+		return c.handleOffsetFetch(h, r), nil
 	}
 	// Unreachable while apis and this switch agree.
 	c.l.cfg.Hooks.Request(name, "closed")

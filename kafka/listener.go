@@ -123,6 +123,7 @@ type Listener struct {
 	svc       service.Service
 	ln        net.Listener
 	producers *producerMap
+	groups    *coordinator
 
 	nextID atomic.Uint64
 	wg     sync.WaitGroup // the accept loop and one per connection
@@ -144,7 +145,7 @@ func Listen(svc service.Service, cfg Config) (*Listener, error) {
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
-	l := &Listener{cfg: cfg, svc: svc, ln: ln, producers: newProducerMap(defaultMaxProducers)}
+	l := &Listener{cfg: cfg, svc: svc, ln: ln, producers: newProducerMap(defaultMaxProducers), groups: newCoordinator()}
 	l.mu.conns = make(map[*conn]struct{})
 	l.wg.Add(1)
 	go l.accept()
@@ -216,7 +217,7 @@ func (l *Listener) Close(ctx context.Context) error {
 		c.close()
 	}
 	done := make(chan struct{})
-	go func() { l.wg.Wait(); close(done) }()
+	go func() { l.wg.Wait(); l.groups.close(); close(done) }()
 	select {
 	case <-done:
 		return err

@@ -14,13 +14,15 @@ import (
 // offsets are Felix offsets. Felix names may themselves contain '.', so a
 // topic splits at its FIRST '.': the namespace is what comes before it,
 // the stream everything after. A stream whose namespace contains a '.' has
-// no topic name (topicName reports it), and is not listed.
+// no topic name (topicName reports it), and is not listed. Namespaces
+// starting "__" are reserved (offsets.go keeps group commits in one) and
+// are not topics either.
 
 // topicScope is the stream topic names for tenant, or false when the topic
 // is not a valid Felix name pair.
 func topicScope(tenant, topic string) (wire.Scope, bool) {
 	ns, stream, ok := strings.Cut(topic, ".")
-	if !ok {
+	if !ok || strings.HasPrefix(ns, "__") {
 		return wire.Scope{}, false
 	}
 	s := wire.Scope{Tenant: tenant, Namespace: ns, Stream: stream}
@@ -30,7 +32,7 @@ func topicScope(tenant, topic string) (wire.Scope, bool) {
 // topicName is scope's topic, or false when its namespace has a '.', so
 // that the topic would name another stream.
 func topicName(s wire.Scope) (string, bool) {
-	if strings.Contains(s.Namespace, ".") {
+	if strings.Contains(s.Namespace, ".") || strings.HasPrefix(s.Namespace, "__") {
 		return "", false
 	}
 	return s.Namespace + "." + s.Stream, true
