@@ -54,7 +54,7 @@ var apis = map[int16]apiRange{
 	12: {0, 4},  // Heartbeat
 	13: {0, 5},  // LeaveGroup
 	14: {0, 5},  // SyncGroup
-	17: {1, 1},  // SASLHandshake: v0 sends raw SASL frames after it, which only ancient clients do
+	17: {0, 1},  // SASLHandshake: librdkafka wants v0 advertised; after a v0 handshake the token comes as a raw frame
 	18: {0, 3},  // ApiVersions
 	22: {0, 4},  // InitProducerID
 	36: {0, 2},  // SASLAuthenticate

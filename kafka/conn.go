@@ -36,6 +36,9 @@ type conn struct {
 	sess      service.Session // nil until authenticated
 	tenant    string
 	handshook bool // SASLHandshake PLAIN seen; SASLAuthenticate may follow
+	// rawSASL: a v0 SASLHandshake was answered, so the next frame is the
+	// bare PLAIN token, not a request.
+	rawSASL bool
 	topics    topicCache
 }
 
@@ -116,6 +119,14 @@ func (c *conn) read() (err error) {
 		// A frame's bytes stay referenced by the request (Produce records
 		// alias them), so each frame gets a fresh buffer.
 		buf = nil
+		if c.rawSASL {
+			p, err := c.rawAuthenticate(frame)
+			c.out <- p
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		h, req, err := decodeRequest(frame)
 		if err != nil {
 			p, stop := c.refuse(h, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
+	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
 // rawBatch builds a RecordBatch v2 of values, uncompressed or zstd, for
@@ -280,4 +281,37 @@ func readAnswer(t *testing.T, conn net.Conn) []byte {
 		return nil
 	}
 	return bytes.Clone(body)
+}
+
+// TestSASLHandshakeV0: after a v0 SASLHandshake the PLAIN token comes as a
+// bare frame; success is an empty frame, then requests are served.
+func TestSASLHandshakeV0(t *testing.T) {
+	cfg := kafkaConfig(t)
+	b := startBroker(t, cfg)
+	conn, err := net.DialTimeout("tcp", b.KafkaAddr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 0, "PLAIN"
+	token := append([]byte("\x00default\x00"), brokertest.Token(t, cfg, "default")...)
+	raw := binary.BigEndian.AppendUint32(nil, uint32(len(token)))
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 1
+	for _, b := range [][]byte{kmsg.NewRequestFormatter().AppendRequest(nil, hs, 1), append(raw, token...), kmsg.NewRequestFormatter().AppendRequest(nil, md, 2)} {
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := readAnswer(t, conn); len(a) < 4 || binary.BigEndian.Uint32(a) != 1 {
+		t.Fatalf("handshake answer %x", a)
+	}
+	if a := readAnswer(t, conn); a == nil || len(a) != 0 {
+		t.Fatalf("raw token answer %x, want an empty frame", a)
+	}
+	if a := readAnswer(t, conn); len(a) < 4 || binary.BigEndian.Uint32(a) != 2 {
+		t.Fatalf("metadata after a v0 handshake: %x", a)
+	}
 }

@@ -34,9 +34,30 @@ func (c *conn) handleHandshake(h header, r *kmsg.SASLHandshakeRequest) (*pending
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 	default:
 		c.handshook = true
+		c.rawSASL = r.Version == 0
 	}
 	c.count(h.key, resp.ErrorCode)
 	return answered(h.correlation, resp), nil
+}
+
+// rawAuthenticate takes the bare PLAIN token that follows a v0 handshake
+// (no Kafka header: only its size). Success is answered with an empty
+// frame; a refusal closes the connection without an answer, as Kafka does.
+func (c *conn) rawAuthenticate(token []byte) (*pending, error) {
+	c.rawSASL = false
+	p := newPending()
+	tenant, pass, ok := parsePlain(token)
+	err := errors.New("kafka: malformed SASL/PLAIN message")
+	if ok {
+		err = c.open(tenant, pass)
+	}
+	if err != nil {
+		c.l.cfg.Hooks.Request("SASLHandshake", "closed")
+		p.finish(nil, true)
+		return p, err
+	}
+	p.finish([]byte{0, 0, 0, 0}, false)
+	return p, nil
 }
 
 // handleAuthenticate opens the session. A refusal is answered, then the
