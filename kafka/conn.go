@@ -39,7 +39,7 @@ type conn struct {
 	// rawSASL: a v0 SASLHandshake was answered, so the next frame is the
 	// bare PLAIN token, not a request.
 	rawSASL bool
-	topics    topicCache
+	topics  topicCache
 }
 
 // pending is one request's answer, in the order requests arrived.
