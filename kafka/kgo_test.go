@@ -31,7 +31,7 @@ const topic = "kt.orders"
 var stream = client.Stream{Namespace: "kt", Name: "orders"}
 
 // kafkaConfig is a broker config with the Kafka listener on a free port.
-func kafkaConfig(t *testing.T) config.Config {
+func kafkaConfig(t testing.TB) config.Config {
 	cfg := brokertest.Config(t)
 	cfg.KafkaListen = "127.0.0.1:0"
 	return cfg
@@ -39,7 +39,7 @@ func kafkaConfig(t *testing.T) config.Config {
 
 // startBroker starts a broker that the caller stops (restart tests) or
 // that stops when the test ends.
-func startBroker(t *testing.T, cfg config.Config) *broker.Broker {
+func startBroker(t testing.TB, cfg config.Config) *broker.Broker {
 	t.Helper()
 	b, err := broker.New(cfg)
 	if err != nil {
@@ -52,7 +52,7 @@ func startBroker(t *testing.T, cfg config.Config) *broker.Broker {
 	return b
 }
 
-func stopBroker(t *testing.T, b *broker.Broker) {
+func stopBroker(t testing.TB, b *broker.Broker) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := b.Stop(ctx); err != nil {
@@ -61,7 +61,7 @@ func stopBroker(t *testing.T, b *broker.Broker) {
 }
 
 // dialFelix connects a felix/1 client as tenant default.
-func dialFelix(t *testing.T, b *broker.Broker, cfg config.Config) *client.Client {
+func dialFelix(t testing.TB, b *broker.Broker, cfg config.Config) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -85,7 +85,7 @@ func createStream(t *testing.T, b *broker.Broker, cfg config.Config, shards uint
 
 // kgoClient is a franz-go client authenticated with SASL/PLAIN as tenant
 // default.
-func kgoClient(t *testing.T, b *broker.Broker, cfg config.Config, opts ...kgo.Opt) *kgo.Client {
+func kgoClient(t testing.TB, b *broker.Broker, cfg config.Config, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	base := []kgo.Opt{
 		kgo.SeedBrokers(b.KafkaAddr().String()),
