@@ -90,7 +90,7 @@ func wantProduce(t *testing.T, what string, got kmsg.ProduceResponseTopicPartiti
 }
 
 // committed reads shard 0's committed end through felix/1.
-func committed(t *testing.T, b *broker.Broker, cfg config.Config) uint64 {
+func committed(t testing.TB, b *broker.Broker, cfg config.Config) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
