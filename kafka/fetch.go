@@ -45,10 +45,7 @@ func (c *conn) handleFetch(h header, r *kmsg.FetchRequest) *pending {
 			p.Partition = rp.Partition
 			p.RecordBatches = []byte{} // never null: librdkafka reads null as a parse failure
 			t.Partitions = append(t.Partitions, p)
-			perr := err
-			if perr == nil && (rp.Partition < 0 || uint32(rp.Partition) >= info.shards) {
-				perr = wire.ErrNotFound
-			}
+			perr := partitionError(info, err, rp.Partition)
 			parts = append(parts, fetchPart{topic: ti, part: pi, t: info, shard: uint32(rp.Partition), offset: rp.FetchOffset, max: int(rp.PartitionMaxBytes), err: perr})
 		}
 		resp.Topics = append(resp.Topics, t)

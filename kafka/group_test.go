@@ -66,18 +66,7 @@ func TestGroupConsumerAcrossRestart(t *testing.T) {
 	stopBroker(t, b)
 	b = startBroker(t, cfg)
 	more := produce(t, kgoClient(t, b, cfg, kgo.RecordPartitioner(kgo.ManualPartitioner())), 300, 150, 3)
-	got := pollUntil(t, groupConsumer(t, b, cfg, "billing"), 150)
-	for p, recs := range more {
-		g := got[p]
-		if len(g) != len(recs) {
-			t.Fatalf("partition %d: the resumed member read %d records, %d were produced since the commit", p, len(g), len(recs))
-		}
-		for i := range recs {
-			if g[i] != recs[i] {
-				t.Fatalf("partition %d record %d: read %+v, want %+v", p, i, g[i], recs[i])
-			}
-		}
-	}
+	checkSame(t, more, pollUntil(t, groupConsumer(t, b, cfg, "billing"), 150))
 }
 
 // TestGroupTwoMembers: two members of one group share the partitions

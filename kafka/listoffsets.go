@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/getfelix/felix-go/wire"
 )
 
 // Kafka's special ListOffsets timestamps.
@@ -37,10 +35,7 @@ func (c *conn) handleListOffsets(h header, r *kmsg.ListOffsetsRequest) *pending 
 			p := kmsg.NewListOffsetsResponseTopicPartition()
 			p.Partition = rp.Partition
 			p.Timestamp, p.Offset = -1, -1
-			perr := err
-			if perr == nil && (rp.Partition < 0 || uint32(rp.Partition) >= info.shards) {
-				perr = wire.ErrNotFound
-			}
+			perr := partitionError(info, err, rp.Partition)
 			if perr == nil {
 				var off uint64
 				off, perr = c.sess.OffsetForTime(c.ctx, info.scope, uint32(rp.Partition), listTime(rp.Timestamp))

@@ -58,6 +58,14 @@ func (c *conn) topic(ctx context.Context, name string, create bool) (topicInfo, 
 	return t, nil
 }
 
+// partitionError is err, or not_found for a partition past t's shards.
+func partitionError(t topicInfo, err error, partition int32) error {
+	if err == nil && (partition < 0 || uint32(partition) >= t.shards) {
+		return wire.ErrNotFound
+	}
+	return err
+}
+
 // topicCode is errorCode for topic lookups, where an invalid name has its
 // own code.
 func topicCode(err error) int16 {

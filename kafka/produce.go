@@ -106,12 +106,8 @@ func (c *conn) producePartition(pc *produceCall, topic string, rp kmsg.ProduceRe
 		pc.partitionDone()
 	}
 	t, err := c.topic(c.ctx, topic, true)
-	if err != nil {
+	if err = partitionError(t, err, rp.Partition); err != nil {
 		fail(err)
-		return
-	}
-	if rp.Partition < 0 || uint32(rp.Partition) >= t.shards {
-		fail(wire.ErrNotFound)
 		return
 	}
 	b, err := parseBatch(rp.Records, c.l.cfg.MaxBatchBytes)
