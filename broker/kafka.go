@@ -30,8 +30,13 @@ func (b *Broker) listenKafka() error {
 		MaxRequestBytes:  int(b.cfg.KafkaMaxRequestBytes),
 		MaxBatchBytes:    int(b.cfg.KafkaMaxBatchBytes),
 		MaxInflight:      b.cfg.KafkaMaxInflight,
-		Hooks:            b.metrics.RegisterKafka(),
-		Log:              b.log,
+		// The felix/1 limits hold for Kafka clients too: one connection
+		// count, one per-IP count, one handshake deadline and frame cap.
+		AuthTimeout:            b.cfg.AuthTimeout,
+		PreAuthMaxRequestBytes: b.cfg.PreAuthMaxFrameBytes,
+		Admit:                  b.admitConnection,
+		Hooks:                  b.metrics.RegisterKafka(),
+		Log:                    b.log,
 	}
 	if b.cfg.KafkaTLS {
 		tlsConf, err := quicconf.ServerTLS(b.cfg.TLSCert, b.cfg.TLSKey, b.cfg.DataDir)

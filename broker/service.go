@@ -98,8 +98,11 @@ func (c *conn) Reauthenticate(ctx context.Context, token string) error {
 // served (the transport's Admit).
 func (b *Broker) admitConnection(remote net.Addr) (func(), error) {
 	var ip netip.Addr
-	if ua, ok := remote.(*net.UDPAddr); ok {
-		ip = ua.AddrPort().Addr()
+	switch a := remote.(type) {
+	case *net.UDPAddr:
+		ip = a.AddrPort().Addr()
+	case *net.TCPAddr: // the Kafka listener's
+		ip = a.AddrPort().Addr()
 	}
 	return b.conns.Acquire(ip)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -108,8 +109,17 @@ func (c *conn) read() (err error) {
 	}()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	var buf []byte
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.l.cfg.AuthTimeout))
+	authed := false
 	for {
-		frame, err := readFrame(br, buf, c.l.cfg.MaxRequestBytes)
+		limit := c.l.cfg.MaxRequestBytes
+		if c.sess == nil {
+			limit = c.l.cfg.PreAuthMaxRequestBytes
+		} else if !authed {
+			authed = true
+			_ = c.nc.SetReadDeadline(time.Time{}) // authenticated: no deadline
+		}
+		frame, err := readFrame(br, buf, limit)
 		if err != nil {
 			if errors.Is(err, ErrFrameTooLarge) {
 				c.l.cfg.Hooks.Request("unknown", "closed")

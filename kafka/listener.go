@@ -32,6 +32,11 @@ const (
 	DefaultMaxBatchBytes   = 16 << 20
 	DefaultMaxInflight     = 16
 	DefaultMaxFetchWait    = 30 * time.Second
+	DefaultAuthTimeout     = 10 * time.Second
+	// DefaultPreAuthMaxRequestBytes bounds a request before the client
+	// authenticated: a SASL exchange is small, and a stranger should not
+	// make the broker allocate 8 MiB per connection.
+	DefaultPreAuthMaxRequestBytes = 64 << 10
 	// maxBatchBytesLimit bounds MaxBatchBytes (and sizes the shared zstd
 	// decoder's window).
 	maxBatchBytesLimit = 256 << 20
@@ -67,6 +72,15 @@ type Config struct {
 	MaxInflight int
 	// MaxFetchWait caps a Fetch's max_wait (30 s).
 	MaxFetchWait time.Duration
+	// AuthTimeout closes a connection that has not authenticated within
+	// it (10 s); PreAuthMaxRequestBytes bounds its requests until then
+	// (64 KiB), unless an anonymous tenant serves it anyway.
+	AuthTimeout            time.Duration
+	PreAuthMaxRequestBytes int
+	// Admit, when set, is asked before a connection is served (the
+	// broker's connection limits); a refusal closes it. release is called
+	// when the connection ends.
+	Admit func(remote net.Addr) (release func(), err error)
 	// Hooks receives metric events; nil counts nothing.
 	Hooks Hooks
 	Log   zerolog.Logger
@@ -74,7 +88,7 @@ type Config struct {
 
 // Hooks are the listener's metric events. Each must not block.
 type Hooks interface {
-	// Connection is told "accepted", "closed" or "refused".
+	// Connection is told "accepted", "closed" or "refused" (by Admit).
 	Connection(event string)
 	// Request is told each request's api name and its outcome ("ok", or a
 	// Kafka error name, or "closed" when it closed the connection).
@@ -102,6 +116,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxFetchWait <= 0 {
 		c.MaxFetchWait = DefaultMaxFetchWait
+	}
+	if c.AuthTimeout <= 0 {
+		c.AuthTimeout = DefaultAuthTimeout
+	}
+	if c.PreAuthMaxRequestBytes <= 0 {
+		c.PreAuthMaxRequestBytes = DefaultPreAuthMaxRequestBytes
+	}
+	if c.AnonymousTenant != "" {
+		c.PreAuthMaxRequestBytes = c.MaxRequestBytes
 	}
 	if c.AutoCreateShards == 0 {
 		c.AutoCreateShards = 1
@@ -180,11 +203,20 @@ func (l *Listener) accept() {
 			}
 			return
 		}
+		release := func() {}
+		if l.cfg.Admit != nil {
+			if release, err = l.cfg.Admit(nc.RemoteAddr()); err != nil {
+				l.cfg.Hooks.Connection("refused")
+				_ = nc.Close()
+				continue
+			}
+		}
 		c := newConn(l, nc, sessionIDBase+l.nextID.Add(1))
 		l.mu.Lock()
 		if l.mu.closed {
 			l.mu.Unlock()
 			_ = nc.Close()
+			release()
 			return
 		}
 		l.mu.conns[c] = struct{}{}
@@ -193,6 +225,7 @@ func (l *Listener) accept() {
 		l.cfg.Hooks.Connection("accepted")
 		go func() {
 			defer l.wg.Done()
+			defer release()
 			c.serve()
 			l.mu.Lock()
 			delete(l.mu.conns, c)

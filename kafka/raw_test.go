@@ -315,3 +315,53 @@ func TestSASLHandshakeV0(t *testing.T) {
 		t.Fatalf("metadata after a v0 handshake: %x", a)
 	}
 }
+
+// TestConnectionLimits: the broker's own limits hold for Kafka clients: a
+// connection that does not authenticate within auth_timeout_ms is
+// closed, a request past pre_auth_max_frame_bytes before authenticating
+// closes its connection, and past max_connections_per_ip a connection is
+// refused, until one closes.
+func TestConnectionLimits(t *testing.T) {
+	cfg := kafkaConfig(t)
+	cfg.AuthTimeout = 300 * time.Millisecond
+	b := startBroker(t, cfg)
+	addr := b.KafkaAddr().String()
+
+	idle, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	_ = idle.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if readAnswer(t, idle) != nil {
+		t.Fatal("an idle unauthenticated connection got an answer")
+	}
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Fatalf("an idle unauthenticated connection was closed after %s, before auth_timeout_ms (300 ms)", waited)
+	}
+
+	big := frame(18, 3, 1, make([]byte, 100<<10)) // past 64 KiB, before SASL
+	if resp := rawExchange(t, addr, big); resp != nil {
+		t.Fatalf("a 100 KiB request before authenticating was answered: %x", resp[:min(len(resp), 16)])
+	}
+
+	limited := kafkaConfig(t)
+	limited.MaxConnectionsPerIP = 2
+	addr = startBroker(t, limited).KafkaAddr().String()
+	for i := range 2 {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		// An answered ApiVersions proves the connection was admitted.
+		if _, err := c.Write(frame(18, 0, 1, nil)); err != nil || readAnswer(t, c) == nil {
+			t.Fatalf("connection %d of the 2 allowed was not served: %v", i+1, err)
+		}
+	}
+	if resp := rawExchange(t, addr, frame(18, 0, 1, nil)); resp != nil {
+		t.Fatal("a third connection from one IP was served; max_connections_per_ip is 2")
+	}
+}
