@@ -181,15 +181,22 @@ func (c *conn) sequence(key producerKey, pub *service.Publish, b producedBatch) 
 	default:
 		return 0, nil, errors.New("kafka: probe publish was accepted") // cannot happen: MaxUint64 is never next
 	}
-	if next > 0 {
-		// Is this batch the last one the shard wrote, sent again?
-		res, err := c.probeResult(pub, key.id, next-1)
+	// Is this batch one of the last few the shard wrote, sent again (up
+	// to 5 were in flight when the answers were lost)? Each is asked with
+	// its sequence: the same content is answered as the duplicate it is;
+	// other content (sequence_reused) means look one further back.
+	for back := uint64(1); back <= producerWindow && back <= next; back++ {
+		felix := next - back
+		res, err := c.probeResult(pub, key.id, felix)
 		if err == nil {
-			c.l.producers.learn(key, addSeq(b.baseSequence, n), next, &sentBatch{kafka: b.baseSequence, felix: next - 1, set: true})
+			c.l.producers.learn(key, addSeq(b.baseSequence, n), felix+1, &sentBatch{kafka: b.baseSequence, felix: felix, set: true})
 			return 0, &res, nil
 		}
-		if !errors.As(err, &refused) || refused.Reason != "sequence_reused" {
+		if !errors.As(err, &refused) {
 			return 0, nil, err
+		}
+		if refused.Reason != "sequence_reused" {
+			break // expired: older than the batches the shard remembers
 		}
 	}
 	c.l.producers.learn(key, b.baseSequence, next, nil)

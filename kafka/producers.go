@@ -26,9 +26,9 @@ import (
 // probing (conn.probe): a publish with sequence MaxUint64, which the shard
 // refuses without writing and answers with the sequence it expects next
 // (sequence_gap, or unknown_producer for none). Whether the batch is a
-// retry of the last one written is then asked of the shard with that
-// sequence: the same content is a duplicate, other content is
-// sequence_reused, so the batch is new.
+// retry of one of the last five written is then asked of the shard with
+// each of their sequences, newest first: the same content is a duplicate,
+// other content is sequence_reused; when none matches the batch is new.
 
 // producerWindow is how many batches per pair a retry may go back: Kafka
 // producers keep at most 5 in flight per partition.
