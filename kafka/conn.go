@@ -104,6 +104,7 @@ func (c *conn) read() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.l.cfg.Log.Error().Interface("panic", r).Uint64("conn", c.id).Msg("kafka: handler panicked; connection closed")
+			c.l.cfg.Hooks.Request("panic", "closed")
 			err = fmt.Errorf("kafka: panic: %v", r)
 		}
 	}()

@@ -57,6 +57,7 @@ func (c *conn) handleFetch(h header, r *kmsg.FetchRequest) *pending {
 		defer func() {
 			if rec := recover(); rec != nil {
 				c.l.cfg.Log.Error().Interface("panic", rec).Uint64("conn", c.id).Msg("kafka: fetch panicked; connection closed")
+				c.l.cfg.Hooks.Request("panic", "closed")
 				p.finish(nil, true)
 			}
 		}()

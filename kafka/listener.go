@@ -91,7 +91,8 @@ type Hooks interface {
 	// Connection is told "accepted", "closed" or "refused" (by Admit).
 	Connection(event string)
 	// Request is told each request's api name and its outcome ("ok", or a
-	// Kafka error name, or "closed" when it closed the connection).
+	// Kafka error name, or "closed" when it closed the connection); api
+	// "panic" is a handler that panicked (a bug: its connection closed).
 	Request(api, outcome string)
 	// Bytes counts records' payload bytes "in" (produced) and "out" (fetched).
 	Bytes(direction string, n int)
