@@ -192,6 +192,7 @@ func TestBadInput(t *testing.T) {
 	wantSASLRefused(t, b, cfg)
 
 	wantProduce(t, "a good batch after all that", produceRaw(t, cl, topic, 0, rawBatch(-1, -1, 0, "ok")), 0, 0)
+	checkKafkaMetrics(t, b)
 }
 
 // zstdBomb is a batch whose 4 KiB of zstd expands to 64 MiB of records.
@@ -368,5 +369,54 @@ func TestConnectionLimits(t *testing.T) {
 	}
 	if resp := rawExchange(t, addr, frame(18, 0, 1, nil)); resp != nil {
 		t.Fatal("a third connection from one IP was served; max_connections_per_ip is 2")
+	}
+}
+
+// metricValue sums the samples of a counter family whose labels include
+// want.
+func metricValue(t *testing.T, b *broker.Broker, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := b.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	sample:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue sample
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// checkKafkaMetrics: the felix_kafka_* metrics saw the bad-input run.
+func checkKafkaMetrics(t *testing.T, b *broker.Broker) {
+	t.Helper()
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"felix_kafka_requests_total", map[string]string{"api": "Produce", "outcome": "ok"}},
+		{"felix_kafka_requests_total", map[string]string{"api": "Produce", "outcome": "CORRUPT_MESSAGE"}},
+		{"felix_kafka_requests_total", map[string]string{"api": "ApiVersions", "outcome": "UNSUPPORTED_VERSION"}},
+		{"felix_kafka_connections_total", map[string]string{"event": "accepted"}},
+		{"felix_kafka_bytes_total", map[string]string{"direction": "in"}},
+	} {
+		if v := metricValue(t, b, c.name, c.labels); v <= 0 {
+			t.Errorf("%s%v = %v, want > 0", c.name, c.labels, v)
+		}
 	}
 }
