@@ -12,6 +12,10 @@ import (
 // fetchRaw sends one Fetch of topic partition 0 from offset.
 func fetchRaw(t *testing.T, cl *kgo.Client, offset int64, partMax, maxBytes, minBytes, waitMS int32) kmsg.FetchResponseTopicPartition {
 	t.Helper()
+	return roundTrip(t, cl, fetchRequest(offset, partMax, maxBytes, minBytes, waitMS)).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+}
+
+func fetchRequest(offset int64, partMax, maxBytes, minBytes, waitMS int32) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = waitMS, minBytes, maxBytes
 	rt := kmsg.NewFetchRequestTopic()
@@ -20,13 +24,7 @@ func fetchRaw(t *testing.T, cl *kgo.Client, offset int64, partMax, maxBytes, min
 	rp.FetchOffset, rp.PartitionMaxBytes = offset, partMax
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("fetch at %d: %v", offset, err)
-	}
-	return resp.Topics[0].Partitions[0]
+	return req
 }
 
 // batchRecords counts the records in a Fetch answer's batches.
@@ -84,14 +82,22 @@ func TestFetchCapsAndLongPoll(t *testing.T) {
 	if p := fetchRaw(t, cl, 21, 1<<20, 1<<20, 1, 300); len(p.RecordBatches) != 0 || time.Since(start) < 250*time.Millisecond {
 		t.Fatalf("fetch at the end: %d bytes after %s, want none after max_wait 300 ms", len(p.RecordBatches), time.Since(start))
 	}
-	woken := make(chan kmsg.FetchResponseTopicPartition, 1)
-	go func() { woken <- fetchRaw(t, cl, 21, 1<<20, 1<<20, 1, 5000) }()
+	woken := make(chan kmsg.Response, 1)
+	go func() {
+		resp, err := cl.Request(context.Background(), fetchRequest(21, 1<<20, 1<<20, 1, 5000))
+		if err != nil {
+			resp = nil
+		}
+		woken <- resp
+	}()
 	time.Sleep(50 * time.Millisecond) // let the fetch start waiting; it is woken either way
 	start = time.Now()
 	wantProduce(t, "a batch during a long poll", produceRaw(t, cl, topic, 0, rawBatch(-1, -1, 0, "wake")), 0, 21)
-	if p := <-woken; time.Since(start) > 2*time.Second {
-		t.Fatalf("the long poll returned %s after the append", time.Since(start))
-	} else if n, first := batchRecords(t, p.RecordBatches); n != 1 || first != 21 {
+	resp := <-woken
+	if resp == nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("the long poll failed (%v) or returned %s after the append", resp == nil, time.Since(start))
+	}
+	if n, first := batchRecords(t, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].RecordBatches); n != 1 || first != 21 {
 		t.Fatalf("the long poll got %d records from %d, want the one at 21", n, first)
 	}
 
@@ -107,9 +113,8 @@ func TestFetchCapsAndLongPoll(t *testing.T) {
 		rp.Timestamp = tc.ts
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(context.Background(), cl)
-		if err != nil || resp.Topics[0].Partitions[0].Offset != tc.want {
-			t.Fatalf("ListOffsets %s: %v, offset %d, want %d", tc.name, err, resp.Topics[0].Partitions[0].Offset, tc.want)
+		if got := roundTrip(t, cl, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].Offset; got != tc.want {
+			t.Fatalf("ListOffsets %s: offset %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }

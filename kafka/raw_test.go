@@ -62,13 +62,19 @@ func produceRaw(t *testing.T, cl *kgo.Client, topic string, partition int32, bat
 	rp.Partition, rp.Records = partition, batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	return roundTrip(t, cl, req).(*kmsg.ProduceResponse).Topics[0].Partitions[0]
+}
+
+// roundTrip sends req through kgo and returns its answer.
+func roundTrip(t *testing.T, cl *kgo.Client, req kmsg.Request) kmsg.Response {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := cl.Request(ctx, req)
 	if err != nil {
-		t.Fatalf("produce to %s/%d: %v", topic, partition, err)
+		t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
 	}
-	return resp.Topics[0].Partitions[0]
+	return resp
 }
 
 func initProducer(t *testing.T, cl *kgo.Client) int64 {
