@@ -23,6 +23,7 @@ import (
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/quicconf"
+	"github.com/getfelix/felix-go/kafka"
 	"github.com/getfelix/felix-go/lanes"
 	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/metrics"
@@ -108,6 +109,7 @@ type Broker struct {
 	admin     *adminServer
 
 	server       *transport.Server
+	kafka        *kafka.Listener // nil unless kafka_listen (kafka.go)
 	stopWatching func()
 	nextSubID    atomic.Uint64
 	stopped      atomic.Bool
@@ -182,6 +184,10 @@ func (b *Broker) Start() error {
 	}
 	if err := b.listen(); err != nil {
 		b.abortStart()
+		return err
+	}
+	if err := b.listenKafka(); err != nil {
+		_ = b.Stop(context.Background())
 		return err
 	}
 	if b.cfg.Admin != "" {
@@ -345,8 +351,9 @@ func (b *Broker) Stop(ctx context.Context) error {
 	if b.admin != nil {
 		b.admin.setReady(false)
 	}
+	err = b.closeKafka(ctx)
 	if b.server != nil {
-		err = b.server.Close(ctx)
+		err = errors.Join(err, b.server.Close(ctx))
 	}
 	err = errors.Join(err, b.stopCluster(ctx))
 	b.stopActors()

@@ -29,6 +29,15 @@ func (l durableLog) AppendStamped(base uint64, records [][]byte, now time.Time, 
 	return err
 }
 
+func (l durableLog) AppendWithAttrs(base uint64, records, attrs [][]byte, now time.Time, stamp *streams.Stamp) error {
+	var ps *persistence.Stamp
+	if stamp != nil {
+		ps = &persistence.Stamp{Producer: stamp.Producer, Sequence: stamp.Sequence, Digest: stamp.Digest}
+	}
+	_, err := l.Log.AppendAttributed(base, records, attrs, now, ps)
+	return err
+}
+
 func (l durableLog) Stamps(from uint64, fn func(s streams.Stamp, base uint64, count uint32) bool) error {
 	return l.Log.Stamps(from, func(s persistence.Stamp, base uint64, count uint32) bool {
 		return fn(streams.Stamp{Producer: s.Producer, Sequence: s.Sequence, Digest: s.Digest}, base, count)
@@ -44,7 +53,7 @@ func (l durableLog) Read(from uint64, maxRecords, maxBytes int) (streams.ReadPag
 	p, err := l.Log.Read(from, maxRecords, maxBytes)
 	out := streams.ReadPage{Next: p.Next, Records: make([]streams.Record, len(p.Records))}
 	for i, r := range p.Records {
-		out.Records[i] = streams.Record{Offset: r.Offset, Time: r.Time, Value: r.Value}
+		out.Records[i] = streams.Record{Offset: r.Offset, Time: r.Time, Value: r.Value, Attrs: r.Attrs}
 	}
 	return out, err
 }

@@ -123,7 +123,7 @@ type shardReplica struct {
 
 var _ streams.Replica = (*shardReplica)(nil)
 
-func (s *shardReplica) Propose(records [][]byte, stamp *streams.Stamp) (streams.Ticket, error) {
+func (s *shardReplica) Propose(records, attrs [][]byte, stamp *streams.Stamp) (streams.Ticket, error) {
 	if s.failed != nil {
 		return nil, s.failed
 	}
@@ -131,7 +131,10 @@ func (s *shardReplica) Propose(records [][]byte, stamp *streams.Stamp) (streams.
 	if stamp != nil {
 		ps = &persistence.Stamp{Producer: stamp.Producer, Sequence: stamp.Sequence, Digest: stamp.Digest}
 	}
-	p, err := s.r.ProposeAt(records, ps)
+	if attrs != nil {
+		records = persistence.JoinRecords(records, attrs)
+	}
+	p, err := s.r.ProposeBatch(records, ps, attrs != nil)
 	if err != nil {
 		var nl *replication.ErrNotLeader
 		if errors.As(err, &nl) {
@@ -168,6 +171,9 @@ func (s *shardReplica) Step(data []byte) error {
 func (s *shardReplica) Ready(apply func(streams.Applied)) error {
 	err := s.r.Ready(s.send, func(c replication.Committed) {
 		a := streams.Applied{Index: c.Index, Term: c.Term, Base: c.Base, Time: c.Time, Records: c.Records}
+		if c.Attributed {
+			a.Records = values(c.Records)
+		}
 		if c.Stamp != nil {
 			a.Stamp = &streams.Stamp{Producer: c.Stamp.Producer, Sequence: c.Stamp.Sequence, Digest: c.Stamp.Digest}
 		}
@@ -181,6 +187,15 @@ func (s *shardReplica) Ready(apply func(streams.Applied)) error {
 	}
 	s.observeRole()
 	return nil
+}
+
+// values are the values of records stored with their attributes.
+func values(stored [][]byte) [][]byte {
+	out := make([][]byte, len(stored))
+	for i, r := range stored {
+		out[i], _, _ = persistence.SplitRecord(r) // the log checked each splits
+	}
+	return out
 }
 
 // send hands raft's messages to the link, serialised now (raft's rule).

@@ -98,8 +98,11 @@ func (c *conn) Reauthenticate(ctx context.Context, token string) error {
 // served (the transport's Admit).
 func (b *Broker) admitConnection(remote net.Addr) (func(), error) {
 	var ip netip.Addr
-	if ua, ok := remote.(*net.UDPAddr); ok {
-		ip = ua.AddrPort().Addr()
+	switch a := remote.(type) {
+	case *net.UDPAddr:
+		ip = a.AddrPort().Addr()
+	case *net.TCPAddr: // the Kafka listener's
+		ip = a.AddrPort().Addr()
 	}
 	return b.conns.Acquire(ip)
 }
@@ -299,7 +302,14 @@ func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.De
 	if err != nil {
 		return def, nil, err
 	}
-	ref, err := c.shard(ctx, p.Scope, def.Routing.ShardFor(p.Key, def.Shards))
+	n := def.Routing.ShardFor(p.Key, def.Shards)
+	if p.Shard != nil {
+		if *p.Shard >= def.Shards {
+			return def, nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shards, no shard %d", p.Scope, def.Shards, *p.Shard)
+		}
+		n = *p.Shard
+	}
+	ref, err := c.shard(ctx, p.Scope, n)
 	if err == nil && def.Durable && !ref.Durable {
 		err = wire.NewError(wire.CodeNotFound, "stream %s was deleted and is now in memory", p.Scope)
 	}
@@ -344,7 +354,7 @@ func (c *conn) gone(ctx context.Context, scope wire.Scope, old streams.Def) erro
 
 // shardPublish is p as its shard takes it.
 func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams.Publish {
-	sp := &streams.Publish{Payloads: p.Payloads, ExpectedOffset: p.ExpectedOffset}
+	sp := &streams.Publish{Payloads: p.Payloads, ExpectedOffset: p.ExpectedOffset, Attrs: encodeAttrs(p.Attrs)}
 	if p.Producer != nil {
 		sp.Producer = &streams.ProducerSeq{ID: p.Producer.ID, Seq: p.Producer.Seq}
 	}

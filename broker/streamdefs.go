@@ -188,6 +188,9 @@ func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, e
 	out.Records = make([]service.Record, len(page.Records))
 	for i, r := range page.Records {
 		out.Records[i] = service.Record{Offset: r.Offset, Time: r.Time, Value: r.Value}
+		if err := withAttrs(&out.Records[i], r.Attrs); err != nil {
+			return nil, err
+		}
 	}
 	out.Next = page.Next
 	return out, nil

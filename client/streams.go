@@ -130,6 +130,16 @@ type Record struct {
 	Offset  uint64
 	Time    time.Time
 	Payload []byte
+	// Key and Headers are the record's, when it was stored with them (a
+	// record produced through the Kafka listener); nil otherwise.
+	Key     []byte
+	Headers []Header
+}
+
+// Header is one record header (a nil Value is a null one).
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // Page is one page of a range read: the records, the offset to read from
@@ -163,7 +173,10 @@ func (c *Client) Read(ctx context.Context, s Stream, from uint64, o ReadOptions)
 	}
 	p := Page{Next: m.NextOffset, Committed: m.Committed, Records: make([]Record, len(m.Records))}
 	for i, r := range m.Records {
-		p.Records[i] = Record{Offset: r.Offset, Time: time.UnixMilli(r.TimeMS).UTC(), Payload: r.Payload}
+		p.Records[i] = Record{Offset: r.Offset, Time: time.UnixMilli(r.TimeMS).UTC(), Payload: r.Payload, Key: r.Key}
+		for _, h := range r.Headers {
+			p.Records[i].Headers = append(p.Records[i].Headers, Header{Key: h.Key, Value: h.Value})
+		}
 	}
 	return p, nil
 }

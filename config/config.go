@@ -197,4 +197,27 @@ type Config struct {
 	ClusterTLSCA   string `yaml:"cluster_tls_ca" help:"PEM CA file members' peer certificates must chain to; with cluster_tls_cert and cluster_tls_key it starts the peer link (felix cluster certs makes all three)"`
 	ClusterTLSCert string `yaml:"cluster_tls_cert" help:"PEM certificate this member presents on the peer link, signed by cluster_tls_ca, with both serverAuth and clientAuth extended key usages"`
 	ClusterTLSKey  string `yaml:"cluster_tls_key" help:"PEM private key of cluster_tls_cert"`
+	// The Kafka listener (package kafka): off unless KafkaListen is set.
+	// KafkaListen is its TCP address; KafkaAdvertise the host:port Metadata
+	// gives clients (empty: the bound address).
+	KafkaListen    string `yaml:"kafka_listen" help:"Kafka listener TCP address, host:port (e.g. 127.0.0.1:9092); empty: no Kafka listener"`
+	KafkaAdvertise string `yaml:"kafka_advertise" help:"host:port the Kafka listener tells clients to connect to (Metadata); empty uses the bound address"`
+	// KafkaTLS serves TLS on the Kafka listener with the felix/1
+	// certificate (tls_cert/tls_key, or the data directory's self-signed one).
+	KafkaTLS bool `yaml:"kafka_tls" help:"serve TLS on the Kafka listener, with the broker's certificate (tls_cert/tls_key or the self-signed one in the data dir)"`
+	// KafkaAutoCreateTopics: refuse (UNKNOWN_TOPIC_OR_PARTITION) or create
+	// a durable stream of KafkaAutoCreateShards shards when a Produce names
+	// an unknown topic.
+	KafkaAutoCreateTopics string `yaml:"kafka_auto_create_topics" help:"a Produce to an unknown topic: refuse (UNKNOWN_TOPIC_OR_PARTITION) or create (a durable stream of kafka_auto_create_shards shards)"`
+	KafkaAutoCreateShards int    `yaml:"kafka_auto_create_shards" help:"shards (partitions) of a durable stream the Kafka listener creates for an unknown topic"`
+	// KafkaAnonymousTenant serves Kafka clients that skip SASL as this
+	// tenant, with full rights on it; empty requires SASL/PLAIN.
+	KafkaAnonymousTenant string `yaml:"kafka_anonymous_tenant" help:"serve Kafka clients that do not authenticate as this tenant, with every right on it; empty requires SASL/PLAIN (username = tenant, password = token)"`
+	// KafkaMaxRequestBytes bounds one Kafka request (8 MiB);
+	// KafkaMaxBatchBytes one partition's batch once decompressed (16 MiB).
+	KafkaMaxRequestBytes int64 `yaml:"kafka_max_request_bytes" help:"largest Kafka request frame; a larger one closes the connection before it is read"`
+	KafkaMaxBatchBytes   int64 `yaml:"kafka_max_batch_bytes" help:"largest record batch once decompressed; a larger one (a decompression bomb) is refused MESSAGE_TOO_LARGE"`
+	// KafkaMaxInflight bounds the requests a Kafka connection has read and
+	// not answered (16).
+	KafkaMaxInflight int `yaml:"kafka_max_inflight" help:"requests one Kafka connection may have read and not yet answered; it reads no further until one is answered"`
 }

@@ -97,5 +97,11 @@ func Default() Config {
 		ClusterName:       "felix",
 		ClusterEtcdPrefix: "/felix",
 		ClusterLeaseTTL:   5 * time.Second,
+		// Kafka listener off; its limits follow the reference (felix-reference.md §6).
+		KafkaAutoCreateTopics: "refuse",
+		KafkaAutoCreateShards: 1,
+		KafkaMaxRequestBytes:  8 * mib,
+		KafkaMaxBatchBytes:    16 * mib,
+		KafkaMaxInflight:      16,
 	}
 }

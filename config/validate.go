@@ -25,6 +25,7 @@ var choices = map[string][]string{
 	// kept up (issue #11). Only a subscription's own queue drops.
 	"subscriber_lane_queue_policy": {"block"},
 	"subscriber_lane_shard":        {"auto", "subscriber_id_hash", "connection_id_hash", "round_robin_pin"},
+	"kafka_auto_create_topics":     {"refuse", "create"},
 }
 
 // Validate refuses values the broker cannot run with. It returns every
@@ -36,6 +37,7 @@ func (c Config) Validate() error {
 	c.validateDurable(ck)
 	c.validateAuth(ck)
 	c.validateCluster(ck)
+	c.validateKafka(ck)
 	return errors.Join(ck.errs...)
 }
 
@@ -226,4 +228,21 @@ func validNodeID(id string) bool {
 		}
 	}
 	return true
+}
+
+// validateKafka checks the Kafka listener's knobs (kafka.Config).
+func (c Config) validateKafka(ck *checker) {
+	ck.oneOf("kafka_auto_create_topics", c.KafkaAutoCreateTopics)
+	ck.atLeast("kafka_auto_create_shards", int64(c.KafkaAutoCreateShards), 1)
+	ck.atMost("kafka_auto_create_shards", int64(c.KafkaAutoCreateShards), 1024, "a stream has at most 1024 shards")
+	ck.atLeast("kafka_max_request_bytes", c.KafkaMaxRequestBytes, minFrameBytes)
+	ck.atMost("kafka_max_request_bytes", c.KafkaMaxRequestBytes, 1<<30, "a request is read whole into memory")
+	ck.atLeast("kafka_max_batch_bytes", c.KafkaMaxBatchBytes, minFrameBytes)
+	ck.atMost("kafka_max_batch_bytes", c.KafkaMaxBatchBytes, 256*mib, "the decompressor's window is sized for it")
+	ck.atLeast("kafka_max_inflight", int64(c.KafkaMaxInflight), 1)
+	if c.KafkaListen != "" {
+		if _, _, err := net.SplitHostPort(c.KafkaListen); err != nil {
+			ck.bad("kafka_listen", "want host:port, such as 127.0.0.1:9092, got %q", c.KafkaListen)
+		}
+	}
 }

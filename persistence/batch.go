@@ -10,7 +10,9 @@ import (
 // A batch is the unit the log writes, checksums and indexes. On disk:
 //
 //	magic     u8   batchMagicV1; batchMagicV2 for a stamped batch;
-//	               batchMagicV3 for a raft entry (AppendEntry)
+//	               batchMagicV3 for a raft entry (AppendEntry);
+//	               batchMagicV1A, batchMagicV2A: V1, V2 whose records
+//	               carry attributes (attrs.go)
 //	length    u32  bytes after the checksum field
 //	checksum  u32  CRC-32C (Castagnoli) of those bytes
 //	base      u64  offset of the first record
@@ -20,7 +22,8 @@ import (
 //	(V2 only) producer u64, sequence u64, digest u64: the batch's Stamp
 //	(V3 only) index u64, term u64: the raft entry's
 //	          kind u8: an EntryKind
-//	          flags u8: bit 0 set when a stamp follows; the others are 0
+//	          flags u8: bit 0 set when a stamp follows, bit 1 when the
+//	                    records carry attributes (as V1A's); the others 0
 //	          control length u32
 //	          (if stamped) producer u64, sequence u64, digest u64
 //	          control: a conf change's bytes
@@ -42,6 +45,8 @@ const (
 	batchMagicV1    byte = 0xFB
 	batchMagicV2    byte = 0xFC
 	batchMagicV3    byte = 0xFD
+	batchMagicV1A   byte = 0xF9
+	batchMagicV2A   byte = 0xFA
 	frameHeaderLen       = 1 + 4 + 4
 	batchFixedLen        = 8 + 4 + 8
 	stampLen             = 8 + 8 + 8
@@ -52,8 +57,10 @@ const (
 	// empty record. A V3 entry without records is longer.
 	minFrameLen = batchHeaderLen + recordHeaderLen
 
-	// entryStamped is the V3 flag saying a stamp follows.
-	entryStamped byte = 1
+	// entryStamped is the V3 flag saying a stamp follows; entryAttributed
+	// says the records carry attributes.
+	entryStamped    byte = 1
+	entryAttributed byte = 2
 
 	// maxBatchBytes bounds one batch's encoding. It keeps a damaged length
 	// field from asking for gigabytes, and every file position below
@@ -96,6 +103,10 @@ type batchView struct {
 	entry   bool   // a V3 batch: meta is the raft entry's
 	meta    EntryMeta
 	records []byte
+
+	// attributed: a V1A or V2A batch, each record a value and its
+	// attributes (splitRecord).
+	attributed bool
 }
 
 // next is the offset after the batch's last record.
@@ -103,6 +114,36 @@ func (v batchView) next() uint64 { return v.base + uint64(v.count) }
 
 // all yields each record's offset and value. The values alias the batch.
 func (v batchView) all() iter.Seq2[uint64, []byte] {
+	return func(yield func(uint64, []byte) bool) {
+		for off, value := range v.stored() {
+			if v.attributed {
+				value, _, _ = splitRecord(value) // decodeBatch checked it splits
+			}
+			if !yield(off, value) {
+				return
+			}
+		}
+	}
+}
+
+// withAttrs yields each record's offset, value and attributes' bytes (nil
+// in a batch without them). They alias the batch.
+func (v batchView) withAttrs() iter.Seq2[uint64, [2][]byte] {
+	return func(yield func(uint64, [2][]byte) bool) {
+		for off, value := range v.stored() {
+			var attrs []byte
+			if v.attributed {
+				value, attrs, _ = splitRecord(value)
+			}
+			if !yield(off, [2][]byte{value, attrs}) {
+				return
+			}
+		}
+	}
+}
+
+// stored yields each record as stored.
+func (v batchView) stored() iter.Seq2[uint64, []byte] {
 	return func(yield func(uint64, []byte) bool) {
 		rest := v.records
 		for off := v.base; len(rest) > 0; off++ {
@@ -141,12 +182,18 @@ func recordsLen(records [][]byte) int {
 	return n
 }
 
-// appendBatch appends the framed batch to dst: V2 with stamp, V1 without.
-func appendBatch(dst []byte, base uint64, time int64, records [][]byte, stamp *Stamp) []byte {
+// appendBatch appends the framed batch to dst: V2 with stamp, V1 without;
+// V2A or V1A when the records are attributed (joinRecords encoded them).
+func appendBatch(dst []byte, base uint64, time int64, records [][]byte, stamp *Stamp, attributed bool) []byte {
 	start := len(dst)
 	magic := batchMagicV1
-	if stamp != nil {
+	switch {
+	case stamp != nil && attributed:
+		magic = batchMagicV2A
+	case stamp != nil:
 		magic = batchMagicV2
+	case attributed:
+		magic = batchMagicV1A
 	}
 	dst = appendCommonHeader(dst, magic, base, uint32(len(records)), time)
 	if stamp != nil {
@@ -164,6 +211,9 @@ func appendEntryBatch(dst []byte, base uint64, time int64, meta EntryMeta, recor
 	var flags byte
 	if stamp != nil {
 		flags |= entryStamped
+	}
+	if meta.Attributed {
+		flags |= entryAttributed
 	}
 	dst = append(dst, byte(meta.Kind), flags)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(meta.Control)))
@@ -231,9 +281,9 @@ func frameLen(hdr []byte) (int, error) {
 // part after it (headerLen).
 func fixedLen(magic byte) (int, bool) {
 	switch magic {
-	case batchMagicV1:
+	case batchMagicV1, batchMagicV1A:
 		return batchFixedLen, true
-	case batchMagicV2:
+	case batchMagicV2, batchMagicV2A:
 		return batchFixedLen + stampLen, true
 	case batchMagicV3:
 		return batchFixedLen + entryFixedLen, true
@@ -270,6 +320,11 @@ func decodeHeader(hdr []byte) (batchView, error) {
 		time:  int64(binary.BigEndian.Uint64(body[12:])),
 	}
 	switch hdr[0] {
+	case batchMagicV1A:
+		v.attributed = true
+	case batchMagicV2A:
+		v.attributed = true
+		v.stamp = decodeStamp(body[batchFixedLen:])
 	case batchMagicV2:
 		v.stamp = decodeStamp(body[batchFixedLen:])
 	case batchMagicV3:
@@ -302,7 +357,9 @@ func decodeEntryHeader(v *batchView, b []byte) error {
 	if len(control) > 0 {
 		v.meta.Control = control
 	}
-	if flags&^entryStamped != 0 || checkEntryShape(v.meta, int(v.count), v.stamp != nil) != "" {
+	v.meta.Attributed = flags&entryAttributed != 0
+	v.attributed = v.meta.Attributed
+	if flags&^(entryStamped|entryAttributed) != 0 || checkEntryShape(v.meta, int(v.count), v.stamp != nil) != "" {
 		return errMalformed
 	}
 	return nil
@@ -351,6 +408,9 @@ func decodeBatch(b []byte) (batchView, int, error) {
 		}
 		n := binary.BigEndian.Uint32(rest)
 		if uint64(n) > uint64(len(rest)-recordHeaderLen) {
+			return batchView{}, 0, errMalformed
+		}
+		if _, _, ok := splitRecord(rest[recordHeaderLen : recordHeaderLen+n]); v.attributed && !ok {
 			return batchView{}, 0, errMalformed
 		}
 		rest = rest[recordHeaderLen+n:]

@@ -50,6 +50,10 @@ type EntryMeta struct {
 	Index, Term uint64
 	Kind        EntryKind
 	Control     []byte // a conf change's bytes (nil when it has none); nil otherwise
+	// Attributed: the records are stored joined with their attributes
+	// (JoinRecords); readers of records get the values (Read) and the
+	// attributes (Record.Attrs), ReadEntries the stored form.
+	Attributed bool
 }
 
 // Entry is one raft entry as stored: its meta, where its records start, and
@@ -130,6 +134,8 @@ func checkEntryShape(meta EntryMeta, count int, stamped bool) string {
 		return fmt.Sprintf("an %v entry with a stamp", meta.Kind)
 	case (meta.Kind == EntryRecords || meta.Kind == EntryEmpty) && len(meta.Control) > 0:
 		return fmt.Sprintf("an %v entry with control bytes", meta.Kind)
+	case meta.Kind != EntryRecords && meta.Attributed:
+		return fmt.Sprintf("an %v entry with attributed records", meta.Kind)
 	}
 	return ""
 }
@@ -346,7 +352,7 @@ func copyEntry(v batchView) Entry {
 	}
 	values := make([]byte, 0, len(v.records)-recordHeaderLen*int(v.count))
 	e.Records = make([][]byte, 0, v.count)
-	for _, r := range v.all() {
+	for _, r := range v.stored() {
 		values = append(values, r...)
 		e.Records = append(e.Records, values[len(values)-len(r):len(values):len(values)])
 	}

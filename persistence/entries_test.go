@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -652,4 +653,44 @@ func TestRetentionOnEntries(t *testing.T) {
 	l = mustOpen(t, dir, cfg)
 	defer mustClose(t, l)
 	check(l)
+}
+
+// TestAttributedEntryKeepsAttributes: an entry whose records carry
+// attributes is read back as values with their attributes by Read, in its
+// stored (joined) form by ReadEntries, and survives a reopen.
+func TestAttributedEntryKeepsAttributes(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, smallConfig())
+	attrs := [][]byte{EncodeAttrs([]byte("k1"), []Header{{Key: "h", Value: []byte("v")}}), nil}
+	stored := JoinRecords([][]byte{[]byte("one"), []byte("two")}, attrs)
+	meta := EntryMeta{Index: 1, Term: 1, Kind: EntryRecords, Attributed: true}
+	if _, err := l.AppendEntry(meta, stored, time.UnixMicro(1), nil); err != nil {
+		t.Fatal(err)
+	}
+	check := func(l *Log) {
+		t.Helper()
+		page, err := l.Read(0, 10, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Records) != 2 || string(page.Records[0].Value) != "one" || !bytes.Equal(page.Records[0].Attrs, attrs[0]) ||
+			string(page.Records[1].Value) != "two" || len(page.Records[1].Attrs) != 0 {
+			t.Fatalf("Read gave %+v", page.Records)
+		}
+		entries, err := l.ReadEntries(0, 1, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 || !entries[0].Attributed || !reflect.DeepEqual(entries[0].Records, stored) {
+			t.Fatalf("ReadEntries gave %+v; want the stored form, attributed", entries)
+		}
+	}
+	check(l)
+	mustClose(t, l)
+	l = mustOpen(t, dir, smallConfig())
+	defer mustClose(t, l)
+	check(l)
+	if _, err := l.AppendEntry(EntryMeta{Index: 2, Term: 1, Kind: EntryEmpty, Attributed: true}, nil, time.Time{}, nil); !errors.Is(err, ErrBadEntry) {
+		t.Fatalf("an attributed empty entry: %v; want ErrBadEntry", err)
+	}
 }

@@ -55,7 +55,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Fatalf("header alone decodes as %+v, %v; the batch as %+v", hv, err, v)
 		}
 		var records [][]byte
-		for off, r := range v.all() {
+		for off, r := range v.stored() {
 			if off != v.base+uint64(len(records)) {
 				t.Fatalf("record %d has offset %d, base %d", len(records), off, v.base)
 			}
@@ -64,10 +64,10 @@ func FuzzDecodeBatch(f *testing.F) {
 		if len(records) != int(v.count) {
 			t.Fatalf("iterated %d records, count %d", len(records), v.count)
 		}
-		if !v.entry && (v.stamp != nil) != (data[0] == batchMagicV2) {
+		if !v.entry && (v.stamp != nil) != (data[0] == batchMagicV2 || data[0] == batchMagicV2A) {
 			t.Fatalf("magic %#x decoded with stamp %v", data[0], v.stamp)
 		}
-		again := appendBatch(nil, v.base, v.time, records, v.stamp)
+		again := appendBatch(nil, v.base, v.time, records, v.stamp, v.attributed)
 		if v.entry {
 			again = appendEntryBatch(nil, v.base, v.time, v.meta, records, v.stamp)
 		}
@@ -184,12 +184,17 @@ type batchSeed struct {
 // batchSeeds are valid batches, several in a row, and their damaged
 // variants: truncated, flipped, lying counts and lengths.
 func batchSeeds() []batchSeed {
-	one := appendBatch(nil, 0, 1_700_000_000_000_000, [][]byte{[]byte("hello")}, nil)
-	three := appendBatch(nil, 1, 1_700_000_000_000_001, [][]byte{[]byte("a"), {}, bytes.Repeat([]byte("z"), 300)}, nil)
+	one := appendBatch(nil, 0, 1_700_000_000_000_000, [][]byte{[]byte("hello")}, nil, false)
+	three := appendBatch(nil, 1, 1_700_000_000_000_001, [][]byte{[]byte("a"), {}, bytes.Repeat([]byte("z"), 300)}, nil, false)
 	stamp := &Stamp{Producer: 0xFE11C5, Sequence: 7, Digest: 0xD16E57}
-	stamped := appendBatch(nil, 0, 1_700_000_000_000_000, [][]byte{[]byte("hello")}, stamp)
-	stampedThree := appendBatch(nil, 1, 1_700_000_000_000_001, [][]byte{[]byte("a"), {}, bytes.Repeat([]byte("z"), 300)}, stamp)
+	stamped := appendBatch(nil, 0, 1_700_000_000_000_000, [][]byte{[]byte("hello")}, stamp, false)
+	stampedThree := appendBatch(nil, 1, 1_700_000_000_000_001, [][]byte{[]byte("a"), {}, bytes.Repeat([]byte("z"), 300)}, stamp, false)
+	attrs := [][]byte{EncodeAttrs([]byte("k"), []Header{{Key: "h", Value: []byte("v")}}), nil}
+	attributed := appendBatch(nil, 0, 1_700_000_000_000_000, joinRecords([][]byte{[]byte("a"), []byte("b")}, attrs), nil, true)
+	attributedStamped := appendBatch(nil, 0, 1_700_000_000_000_000, joinRecords([][]byte{[]byte("a")}, attrs), stamp, true)
 	seeds := []batchSeed{
+		{"attributed", attributed},
+		{"attributed-stamped", attributedStamped},
 		{"one-record", one},
 		{"three-records", three},
 		{"two-batches", append(append([]byte{}, one...), three...)},
@@ -275,8 +280,8 @@ func entrySeeds() []batchSeed {
 		{"v3-cut-in-stamp", stamped[:frameHeaderLen+batchFixedLen+entryFixedLen+5]},
 		{"v3-cut-in-control", conf[:len(conf)-3]},
 		{"v3-log-torn-tail", cat(empty, conf, records, stamped[:len(stamped)-2])},
-		{"v1-then-v3", cat(appendBatch(nil, 0, at, [][]byte{[]byte("x")}, nil), appendEntryBatch(nil, 1, at, EntryMeta{Index: 1, Term: 1}, [][]byte{[]byte("y")}, nil))},
-		{"v3-then-v1", cat(records, appendBatch(nil, 3, at+1, [][]byte{[]byte("x")}, nil))},
+		{"v1-then-v3", cat(appendBatch(nil, 0, at, [][]byte{[]byte("x")}, nil, false), appendEntryBatch(nil, 1, at, EntryMeta{Index: 1, Term: 1}, [][]byte{[]byte("y")}, nil))},
+		{"v3-then-v1", cat(records, appendBatch(nil, 3, at+1, [][]byte{[]byte("x")}, nil, false))},
 		{"v3-index-repeated", cat(empty, appendEntryBatch(nil, 0, at, EntryMeta{Index: 1, Term: 1, Kind: EntryEmpty}, nil, nil))},
 		{"v3-term-going-back", cat(appendEntryBatch(nil, 0, at, EntryMeta{Index: 1, Term: 5, Kind: EntryEmpty}, nil, nil), appendEntryBatch(nil, 0, at, EntryMeta{Index: 2, Term: 4, Kind: EntryEmpty}, nil, nil))},
 		{"v3-index-gap", cat(empty, appendEntryBatch(nil, 0, at, EntryMeta{Index: 9, Term: 1, Kind: EntryEmpty}, nil, nil))},
@@ -303,7 +308,7 @@ func entrySeeds() []batchSeed {
 	countOnEmpty := bytes.Clone(empty)
 	countOnEmpty[frameHeaderLen+11] = 1
 	seeds = append(seeds, batchSeed{"v3-count-on-empty", rechecksum(countOnEmpty)})
-	v1AsV3 := appendBatch(nil, 0, at, [][]byte{bytes.Repeat([]byte("z"), 40)}, nil)
+	v1AsV3 := appendBatch(nil, 0, at, [][]byte{bytes.Repeat([]byte("z"), 40)}, nil, false)
 	v1AsV3[0] = batchMagicV3
 	return append(seeds, batchSeed{"v1-body-v3-magic", rechecksum(v1AsV3)})
 }

@@ -277,6 +277,12 @@ func (l *Log) Append(base uint64, records [][]byte, now time.Time) (Appended, er
 // (stamp nil: a plain batch, exactly as Append writes it). The stamp is
 // written in the batch's header, under its checksum; Stamps reads it back.
 func (l *Log) AppendStamped(base uint64, records [][]byte, now time.Time, stamp *Stamp) (Appended, error) {
+	return l.appendBatch(base, records, now, stamp, false)
+}
+
+// appendBatch writes one batch of plain records; attributed says they are
+// joinRecords' encoding (AppendAttributed).
+func (l *Log) appendBatch(base uint64, records [][]byte, now time.Time, stamp *Stamp, attributed bool) (Appended, error) {
 	if len(records) == 0 {
 		return Appended{}, ErrEmptyBatch
 	}
@@ -292,7 +298,7 @@ func (l *Log) AppendStamped(base uint64, records [][]byte, now time.Time, stamp 
 		return Appended{}, &ErrOffsetMismatch{Want: l.mu.next, Got: base}
 	}
 	t := max(now.UnixMicro(), l.mu.lastTime)
-	buf := l.keepScratchLocked(appendBatch(l.mu.scratch[:0], base, t, records, stamp))
+	buf := l.keepScratchLocked(appendBatch(l.mu.scratch[:0], base, t, records, stamp, attributed))
 	if err := l.writeLocked(buf, base, len(records), t); err != nil {
 		return Appended{}, err
 	}

@@ -29,6 +29,9 @@ type Record struct {
 	Offset uint64
 	Time   time.Time // the batch's append time
 	Value  []byte    // owned by the caller; the log keeps no reference
+	// Attrs is the record's attributes (EncodeAttrs' bytes; DecodeAttrs
+	// reads them), nil when it has none. Owned like Value.
+	Attrs []byte
 }
 
 // Page is the result of one read.
@@ -209,7 +212,8 @@ func (c *Cursor) read(maxRecords, maxBytes int) (Page, error) {
 				page.Records = make([]Record, 0, min(maxRecords, max(int(v.count), maxBytes/avg)+1))
 			}
 			t := time.UnixMicro(v.time)
-			for off, value := range v.all() {
+			for off, rec := range v.withAttrs() {
+				value := rec[0]
 				if off < c.next {
 					continue
 				}
@@ -217,7 +221,7 @@ func (c *Cursor) read(maxRecords, maxBytes int) (Page, error) {
 					full = true
 					break
 				}
-				page.Records = append(page.Records, Record{Offset: off, Time: t, Value: value})
+				page.Records = append(page.Records, Record{Offset: off, Time: t, Value: value, Attrs: rec[1]})
 				size += len(value)
 				c.next = off + 1
 			}

@@ -17,12 +17,16 @@ type Batch struct {
 	Time    time.Time
 	Stamp   *Stamp // nil: not from an idempotent producer
 	Records [][]byte
+	// Attributed: each record is stored joined with its attributes (a
+	// key and headers: persistence.JoinRecords), and the log keeps them so.
+	Attributed bool
 }
 
 // The Data of an EntryNormal holding records, version 1:
 //
 //	version   u8       batchVersion1
-//	flags     u8       flagStamped, or 0; other bits are refused
+//	flags     u8       flagStamped, flagAttributed, or 0; other bits are
+//	                   refused
 //	time      varint   unix microseconds (zig-zag)
 //	(stamped) producer uvarint, sequence uvarint, digest u64 big-endian
 //	count     uvarint  records, at least 1
@@ -37,9 +41,10 @@ type Batch struct {
 // There is no checksum: the log checksums the entry on disk, and the
 // transport's encryption authenticates it on the wire.
 const (
-	batchVersion1 byte = 1
-	flagStamped   byte = 1 << 0
-	digestLen          = 8
+	batchVersion1  byte = 1
+	flagStamped    byte = 1 << 0
+	flagAttributed byte = 1 << 1
+	digestLen           = 8
 )
 
 // ErrNoRecords is returned by EncodeRecords for a batch without records: an
@@ -77,6 +82,9 @@ func EncodeRecords(dst []byte, b Batch) ([]byte, error) {
 	if b.Stamp != nil {
 		flags |= flagStamped
 	}
+	if b.Attributed {
+		flags |= flagAttributed
+	}
 	dst = append(dst, batchVersion1, flags)
 	dst = binary.AppendVarint(dst, b.Time.UnixMicro())
 	if b.Stamp != nil {
@@ -102,10 +110,10 @@ func DecodeRecords(data []byte) (Batch, error) {
 		return Batch{}, &ErrUnsupportedBatchVersion{Version: version}
 	}
 	flags := d.byte("flags")
-	if d.err == nil && flags&^flagStamped != 0 {
+	if d.err == nil && flags&^(flagStamped|flagAttributed) != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
-	var b Batch
+	b := Batch{Attributed: flags&flagAttributed != 0}
 	b.Time = time.UnixMicro(d.varint("time"))
 	if flags&flagStamped != 0 {
 		b.Stamp = &Stamp{Producer: d.uvarint("producer"), Sequence: d.uvarint("sequence"), Digest: d.uint64("digest")}

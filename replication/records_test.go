@@ -23,6 +23,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 		{"zero time", Batch{Time: time.UnixMicro(time.Time{}.UnixMicro()), Records: [][]byte{[]byte("z")}}},
 		{"many records", Batch{Time: time.UnixMicro(4), Records: bytes.Fields(bytes.Repeat([]byte("rec "), 300))}},
 		{"long record", Batch{Time: time.UnixMicro(5), Records: [][]byte{bytes.Repeat([]byte{0xAB}, 70_000)}}},
+		{"attributed", Batch{Time: time.UnixMicro(6), Attributed: true, Stamp: &Stamp{Producer: 1}, Records: [][]byte{{0}, {3, 'k', 'e', 'y', 'v'}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,7 +35,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeRecords(%x): %v", data, err)
 			}
-			if !got.Time.Equal(tt.give.Time) || !reflect.DeepEqual(got.Stamp, tt.give.Stamp) || !reflect.DeepEqual(got.Records, tt.give.Records) {
+			if !got.Time.Equal(tt.give.Time) || !reflect.DeepEqual(got.Stamp, tt.give.Stamp) || !reflect.DeepEqual(got.Records, tt.give.Records) || got.Attributed != tt.give.Attributed {
 				t.Errorf("decoded %+v, want %+v", got, tt.give)
 			}
 		})
@@ -71,7 +72,7 @@ func TestDecodeRecordsRefusesMalformed(t *testing.T) {
 	}{
 		{"empty", nil, 0},
 		{"no flags", []byte{batchVersion1}, 1},
-		{"unknown flag", []byte{batchVersion1, 0x02, 0, 1, 1, 'a'}, 2},
+		{"unknown flag", []byte{batchVersion1, 0x04, 0, 1, 1, 'a'}, 2},
 		{"no time", []byte{batchVersion1, 0}, 2},
 		{"time not minimal", []byte{batchVersion1, 0, 0x80, 0x00, 1, 1, 'a'}, 2},
 		{"time overflows", valid([]byte{batchVersion1, 0}, bytes.Repeat([]byte{0xFF}, 10), []byte{1}), 2},

@@ -93,8 +93,10 @@ type Committed struct {
 	Time  time.Time // the append time, for EntryRecords
 	Stamp *Stamp    // the producer's stamp, if the batch has one
 	// Records alias raft's copy of the entry: read them, do not modify
-	// them.
-	Records [][]byte
+	// them. Attributed: they are stored joined with their attributes
+	// (persistence.SplitRecord gives the value back).
+	Records    [][]byte
+	Attributed bool
 }
 
 // Status is a replica's view of its group.
@@ -192,6 +194,12 @@ type Proposal struct {
 // ProposeAt is Propose, returning the Proposal that the next Ready fills
 // in: the shard keeps it to answer the publish when its index applies.
 func (r *Replica) ProposeAt(records [][]byte, stamp *Stamp) (*Proposal, error) {
+	return r.ProposeBatch(records, stamp, false)
+}
+
+// ProposeBatch is ProposeAt for records that may carry attributes:
+// attributed records are in their stored form (persistence.JoinRecords).
+func (r *Replica) ProposeBatch(records [][]byte, stamp *Stamp, attributed bool) (*Proposal, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -200,7 +208,7 @@ func (r *Replica) ProposeAt(records [][]byte, stamp *Stamp) (*Proposal, error) {
 		return nil, &ErrNotLeader{Leader: st.Lead}
 	}
 	t := r.appendTime()
-	data, err := EncodeRecords(nil, Batch{Time: t, Stamp: stamp, Records: records})
+	data, err := EncodeRecords(nil, Batch{Time: t, Stamp: stamp, Records: records, Attributed: attributed})
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +418,7 @@ func (r *Replica) applyEntry(e raftpb.Entry, apply func(Committed)) error {
 	}
 	apply(Committed{
 		Kind: meta.Kind, Index: e.Index, Term: e.Term, Base: base,
-		Time: b.Time, Stamp: b.Stamp, Records: b.Records,
+		Time: b.Time, Stamp: b.Stamp, Records: b.Records, Attributed: b.Attributed,
 	})
 	return nil
 }

@@ -316,7 +316,7 @@ func toLogEntry(e raftpb.Entry) (EntryMeta, Batch, error) {
 		if b, err = DecodeRecords(e.Data); err != nil {
 			return meta, b, fmt.Errorf("replication: entry %d: %w", e.Index, err)
 		}
-		meta.Kind = EntryRecords
+		meta.Kind, meta.Attributed = EntryRecords, b.Attributed
 	case raftpb.EntryConfChange:
 		meta.Kind, meta.Control = EntryConfChange, e.Data
 	case raftpb.EntryConfChangeV2:
@@ -332,7 +332,7 @@ func toRaftEntry(le Entry) (raftpb.Entry, error) {
 	e := raftpb.Entry{Index: le.Index, Term: le.Term}
 	switch le.Kind {
 	case EntryRecords:
-		data, err := EncodeRecords(nil, Batch{Time: le.Time, Stamp: le.Stamp, Records: le.Records})
+		data, err := EncodeRecords(nil, Batch{Time: le.Time, Stamp: le.Stamp, Records: le.Records, Attributed: le.Attributed})
 		if err != nil {
 			return e, fmt.Errorf("%w: entry %d: %w", ErrLogMismatch, le.Index, err)
 		}

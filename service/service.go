@@ -102,19 +102,40 @@ type Session interface {
 type Publish struct {
 	Scope wire.Scope
 	// Key picks the shard through the stream's routing; nil is shard 0.
-	Key      []byte
+	Key []byte
+	// Shard, when set, is the shard the batch goes to in place of Key's
+	// routing (the Kafka listener: partition N is shard N). A shard past
+	// the stream's is not_found.
+	Shard    *uint32
 	Payloads [][]byte
 	// ExpectedOffset, when set, makes the publish conditional (publish_if):
 	// it is written only if it would start at this offset (durable streams
 	// only); otherwise it fails with *wire.RefusedError and nothing is
 	// written.
 	ExpectedOffset *uint64
+	// Attrs, when set, are the records' keys and headers, parallel to
+	// Payloads (a zero RecordAttrs for a record without). A durable stream
+	// keeps them, and Read gives them back; subscribers and in-memory
+	// streams get the payloads only.
+	Attrs []RecordAttrs
 	// Producer, when set, is an idempotent producer's batch (durable
 	// streams only): a re-send of one the shard remembers is answered with
 	// its original offset and written nothing; a refusal is a
 	// *wire.RefusedError (sequence_gap, unknown_producer, sequence_reused,
 	// sequence_expired) and nothing is written.
 	Producer *ProducerSeq
+}
+
+// RecordAttrs is a record's key (nil: none) and headers.
+type RecordAttrs struct {
+	Key     []byte
+	Headers []Header
+}
+
+// Header is one record header (a nil Value is a null one).
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // ProducerSeq is an idempotent producer's id (from InitProducer) and the
@@ -208,6 +229,10 @@ type Record struct {
 	Offset uint64
 	Time   time.Time
 	Value  []byte
+	// Key and Headers are the record's attributes, when it was published
+	// with them (Publish.Attrs).
+	Key     []byte
+	Headers []Header
 }
 
 // Records is one page of a range read.

@@ -53,6 +53,14 @@ type Record struct {
 	Offset uint64
 	Time   time.Time
 	Value  []byte
+	Attrs  []byte // an AttrsLog's record attributes, or nil
+}
+
+// AttrsLog is a Log that also keeps each record's attributes (a key and
+// headers, opaque here): Publish.Attrs are written with AppendWithAttrs
+// and come back in Record.Attrs. stamp may be nil.
+type AttrsLog interface {
+	AppendWithAttrs(base uint64, records, attrs [][]byte, now time.Time, stamp *Stamp) error
 }
 
 // ReadPage is one page of records and the offset to read next.

@@ -35,6 +35,8 @@ type Envelope struct {
 	// Both are set by the shard before it sends the envelope.
 	Base    uint64
 	Durable bool
+	// Attrs are the publish's record attributes, for the log only.
+	Attrs [][]byte
 
 	frames  [numShapes]frameCache
 	encodes atomic.Int32

@@ -104,6 +104,7 @@ func (s *shard) answerDuplicate(pe *pending, b *producerBatch) {
 func (s *shard) assignOffsets(p *Publish) *Envelope {
 	env := NewEnvelope(p.Payloads)
 	env.Base = s.next
+	env.Attrs = p.Attrs
 	return env
 }
 
@@ -114,7 +115,9 @@ func (s *shard) assignOffsets(p *Publish) *Envelope {
 func (s *shard) append(env *Envelope, stamp *Stamp) error {
 	if s.log != nil {
 		var err error
-		if stamp != nil {
+		if al, ok := s.log.(AttrsLog); ok && env.Attrs != nil {
+			err = al.AppendWithAttrs(env.Base, env.Payloads, env.Attrs, time.Now(), stamp)
+		} else if stamp != nil {
 			err = s.log.AppendStamped(env.Base, env.Payloads, time.Now(), *stamp)
 		} else {
 			err = s.log.Append(env.Base, env.Payloads, time.Now())

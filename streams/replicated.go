@@ -24,10 +24,11 @@ import (
 // over replication.Replica and the peer link. Only the shard calls it, on
 // its own goroutine.
 type Replica interface {
-	// Propose appends a batch as the group's leader. The Ticket says,
+	// Propose appends a batch as the group's leader, with its records'
+	// attributes when attrs is not nil (Publish.Attrs). The Ticket says,
 	// after the next Ready, at which raft index and term it went, or that
 	// it was lost with the leadership.
-	Propose(records [][]byte, stamp *Stamp) (Ticket, error)
+	Propose(records, attrs [][]byte, stamp *Stamp) (Ticket, error)
 	// Tick advances raft's clock by one tick (ReplicaTick apart).
 	Tick()
 	// Step hands raft a message from a peer.
@@ -64,9 +65,10 @@ type Role struct {
 type Applied struct {
 	Index, Term uint64
 	// Base is the first record's offset, identical on every replica.
-	Base    uint64
-	Time    time.Time
-	Stamp   *Stamp
+	Base  uint64
+	Time  time.Time
+	Stamp *Stamp
+	// Records are the values (attributes stay in the log).
 	Records [][]byte
 }
 
@@ -231,7 +233,7 @@ func (s *shard) publishReplicated(pe *pending, p *Publish) {
 		return
 	}
 	s.at(stepAppend)
-	ticket, err := s.repl.replica.Propose(p.Payloads, adm.stamp)
+	ticket, err := s.repl.replica.Propose(p.Payloads, p.Attrs, adm.stamp)
 	if err != nil {
 		s.ledger.answer(pe, PublishResult{Err: wire.WrapError(wire.CodeShardUnavailable, err, "%s shard %d refused the proposal; retry", s.scope, s.n)})
 		s.stopIfReplicaFailed(err)

@@ -41,7 +41,7 @@ type fakeEntry struct {
 	index   uint64
 }
 
-func (f *fakeReplica) Propose(records [][]byte, stamp *Stamp) (Ticket, error) {
+func (f *fakeReplica) Propose(records, _ [][]byte, stamp *Stamp) (Ticket, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.leader {

@@ -40,6 +40,11 @@ type Publish struct {
 	// Durable streams only, and never with ExpectedOffset.
 	Producer *ProducerSeq
 	Done     func(PublishResult)
+	// Attrs, when set, are the records' attributes (a key and headers,
+	// encoded by the caller; nil for a record without), parallel to
+	// Payloads: a durable shard writes them with the records (AttrsLog).
+	// Subscribers get the payloads only.
+	Attrs [][]byte
 }
 
 // PublishResult answers a Publish: the batch's first offset and whether the

@@ -102,7 +102,11 @@ func readStream(ctx context.Context, s service.Session, m *wire.StreamRead) (wir
 	}
 	out := &wire.StreamRecords{RequestID: m.RequestID, NextOffset: page.Next, Committed: page.Committed, Records: make([]wire.StreamRecord, 0, len(page.Records))}
 	for _, r := range page.Records {
-		out.Records = append(out.Records, wire.StreamRecord{Offset: r.Offset, TimeMS: r.Time.UnixMilli(), Payload: r.Value})
+		wr := wire.StreamRecord{Offset: r.Offset, TimeMS: r.Time.UnixMilli(), Payload: r.Value, Key: r.Key}
+		for _, h := range r.Headers {
+			wr.Headers = append(wr.Headers, wire.StreamHeader{Key: h.Key, Value: h.Value})
+		}
+		out.Records = append(out.Records, wr)
 	}
 	return out, nil
 }

@@ -337,11 +337,23 @@ type StreamRead struct {
 	MaxBytes   uint32  `msgpack:"max_bytes,omitempty"`
 }
 
-// StreamRecord is one record of a StreamRecords page.
+// StreamRecord is one record of a StreamRecords page. Key and Headers are
+// optional fields, present only for a record stored with them (one
+// produced through the Kafka listener); a client that does not know them
+// reads the payload as before.
 type StreamRecord struct {
-	Offset  uint64 `msgpack:"offset"`
-	TimeMS  int64  `msgpack:"time_ms"`
-	Payload []byte `msgpack:"payload"`
+	Offset  uint64         `msgpack:"offset"`
+	TimeMS  int64          `msgpack:"time_ms"`
+	Payload []byte         `msgpack:"payload"`
+	Key     []byte         `msgpack:"key,omitempty"`
+	Headers []StreamHeader `msgpack:"headers,omitempty"`
+}
+
+// StreamHeader is one record header of a StreamRecord (a nil Value is a
+// null one).
+type StreamHeader struct {
+	Key   string `msgpack:"key"`
+	Value []byte `msgpack:"value"`
 }
 
 // StreamRecords answers StreamRead: the records and the offset to read from

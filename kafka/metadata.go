@@ -1,0 +1,146 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// topicInfo is what a connection knows of a topic's stream.
+type topicInfo struct {
+	scope  wire.Scope
+	shards uint32
+}
+
+// topicCache remembers the topics a connection resolved, so a Produce or
+// Fetch does not ask the registry each time. An error on a topic's
+// partition forgets it; maxCachedTopics bounds it.
+type topicCache map[string]topicInfo
+
+const maxCachedTopics = 1024
+
+// errInvalidTopic is a topic name that is not `<namespace>.<stream>`.
+var errInvalidTopic = errors.New("kafka: topic is not <namespace>.<stream> of valid Felix names")
+
+// nodeID is this broker's Kafka node id. A single broker is node 0.
+const nodeID = 0
+
+// topic resolves name to its durable stream. create makes an unknown one
+// when the listener auto-creates topics.
+func (c *conn) topic(ctx context.Context, name string, create bool) (topicInfo, error) {
+	if t, ok := c.topics[name]; ok {
+		return t, nil
+	}
+	scope, ok := topicScope(c.tenant, name)
+	if !ok {
+		return topicInfo{}, errInvalidTopic
+	}
+	info, err := c.sess.Stream(ctx, scope)
+	if errors.Is(err, wire.ErrNotFound) && create && c.l.cfg.AutoCreate {
+		info, err = c.sess.CreateStream(ctx, &service.StreamSpec{Scope: scope, Shards: c.l.cfg.AutoCreateShards, Durable: true})
+	}
+	if err != nil {
+		return topicInfo{}, err
+	}
+	if !info.Durable {
+		return topicInfo{}, errInMemory
+	}
+	if c.topics == nil || len(c.topics) >= maxCachedTopics {
+		c.topics = make(topicCache)
+	}
+	t := topicInfo{scope: scope, shards: info.Shards}
+	c.topics[name] = t
+	return t, nil
+}
+
+// partitionError is err, or not_found for a partition past t's shards.
+func partitionError(t topicInfo, err error, partition int32) error {
+	if err == nil && (partition < 0 || uint32(partition) >= t.shards) {
+		return wire.ErrNotFound
+	}
+	return err
+}
+
+// topicCode is errorCode for topic lookups, where an invalid name has its
+// own code.
+func topicCode(err error) int16 {
+	if errors.Is(err, errInvalidTopic) {
+		return kerr.InvalidTopicException.Code
+	}
+	return errorCode(err)
+}
+
+// handleMetadata lists this broker and the requested topics (all the
+// tenant's durable streams when the request names none).
+func (c *conn) handleMetadata(h header, r *kmsg.MetadataRequest) *pending {
+	resp := r.ResponseKind().(*kmsg.MetadataResponse)
+	host, port := c.l.advertised()
+	b := kmsg.NewMetadataResponseBroker()
+	b.NodeID, b.Host, b.Port = nodeID, host, port
+	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	cluster := "felix"
+	resp.ClusterID = &cluster
+	resp.ControllerID = nodeID
+	ctx := c.ctx
+	names, err := c.requestedTopics(ctx, r)
+	if err != nil {
+		// Listing failed (a permission): answer no topics rather than
+		// fail the connection.
+		c.count(h.key, errorCode(err))
+		return answered(h.correlation, resp)
+	}
+	for _, name := range names {
+		t, err := c.topic(ctx, name, r.AllowAutoTopicCreation)
+		resp.Topics = append(resp.Topics, metadataTopic(name, t, topicCode(err)))
+	}
+	c.count(h.key, 0)
+	return answered(h.correlation, resp)
+}
+
+// requestedTopics is the request's topic names, or every durable stream of
+// the tenant that has a topic name when it names none (a nil list).
+func (c *conn) requestedTopics(ctx context.Context, r *kmsg.MetadataRequest) ([]string, error) {
+	if r.Topics != nil {
+		names := make([]string, 0, len(r.Topics))
+		for _, t := range r.Topics {
+			if t.Topic != nil {
+				names = append(names, *t.Topic)
+			}
+		}
+		return names, nil
+	}
+	infos, err := c.sess.Streams(ctx, c.tenant, "")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, info := range infos {
+		if name, ok := topicName(info.Scope); ok && info.Durable {
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+func metadataTopic(name string, t topicInfo, code int16) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = &name
+	mt.ErrorCode = code
+	if code != 0 {
+		return mt
+	}
+	for n := range t.shards {
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Partition = int32(n)
+		p.Leader = nodeID
+		p.Replicas = []int32{nodeID}
+		p.ISR = []int32{nodeID}
+		mt.Partitions = append(mt.Partitions, p)
+	}
+	return mt
+}
