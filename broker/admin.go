@@ -55,6 +55,7 @@ func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger, b *Br
 	b.clusterRoutes(mux)
 	// Always routed, so a request with chaos off gets a clear 403 rather than a 404.
 	mux.HandleFunc("POST /debug/chaos/kill", b.requireNode(auth.ActionNodeManage, b.handleKill))
+	mux.HandleFunc("POST /debug/chaos/disk", b.requireNode(auth.ActionNodeManage, b.handleDisk))
 	writeTimeout := 30 * time.Second // a scrape of a busy broker's metrics takes a while
 	if b.cfg.Pprof {
 		servePprof(mux, b)

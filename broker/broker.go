@@ -76,6 +76,8 @@ type Broker struct {
 	system *actor.ActorSystem
 	// replStatus is the latest view of each replica this member runs.
 	replStatus replicaStatuses
+	// disk is the durable logs' file system under --chaos (chaosdisk.go).
+	disk chaosDisk
 	// noActorCluster: see WithoutActorCluster.
 	noActorCluster bool
 	ownsSystem     bool

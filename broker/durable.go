@@ -91,7 +91,11 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 	if def.RetentionBytes > 0 || def.RetentionAge > 0 {
 		cfg.RetentionBytes, cfg.RetentionAge = def.RetentionBytes, def.RetentionAge
 	}
-	log, err := persistence.Open(b.logDir(def, shard), cfg, persistence.WithFileCache(b.logFileCache()))
+	opts := []persistence.Option{persistence.WithFileCache(b.logFileCache())}
+	if b.cfg.Chaos {
+		opts = append(opts, persistence.WithFS(&b.disk))
+	}
+	log, err := persistence.Open(b.logDir(def, shard), cfg, opts...)
 	if err != nil {
 		return nil, false, err
 	}

@@ -183,6 +183,7 @@ func (s *shardReplica) Ready(apply func(streams.Applied)) error {
 	})
 	if err != nil {
 		s.failed = fmt.Errorf("%w: %w", streams.ErrReplicaFailed, err)
+		s.b.metrics.ReplicaFailures.Inc()
 		return s.failed
 	}
 	s.observeRole()

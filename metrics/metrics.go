@@ -56,6 +56,9 @@ type Metrics struct {
 	// and raft messages the peer link dropped (raft sends them again).
 	LeaderChanges      prometheus.Counter
 	ReplicationDropped prometheus.Counter
+	// ReplicaFailures counts this member's replicas that stopped because
+	// their storage failed (they start again from their log).
+	ReplicaFailures prometheus.Counter
 
 	dir *actors.Directory
 }
@@ -113,6 +116,7 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		ShardMoves:          vec("felix_shard_moves_total", "Shards that moved to (in) or away from (out) this member: a member lost, a drain, a lost lease.", "direction"),
 		LeaderChanges:       counter("felix_replication_leader_changes_total", "Leader changes this member's replicas saw (each replica counts each change it learns of)."),
 		ReplicationDropped:  counter("felix_replication_messages_dropped_total", "Raft messages for other members dropped by a full or unknown peer link; raft sends again what it needs."),
+		ReplicaFailures:     counter("felix_replica_failures_total", "Replicas on this member that stopped because their log failed (a write or fsync error); each starts again from its log, and is reported here until its disk works."),
 		dir:                 dir,
 	}
 	f(collectors.NewGoCollector())

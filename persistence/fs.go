@@ -43,6 +43,10 @@ type options struct {
 // WithFS makes the log use fsys instead of the operating system's files.
 func WithFS(fsys FS) Option { return func(o *options) { o.fs = fsys } }
 
+// OSFS is the operating system's file system, the default: a caller that
+// wraps it (a fault-injecting file system) delegates to it.
+var OSFS FS = osFS{}
+
 // osFS is the operating system's file system.
 type osFS struct{}
 

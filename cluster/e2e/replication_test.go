@@ -417,3 +417,75 @@ func TestReplicatedLeaderPartitionedAcknowledgesNothing(t *testing.T) {
 	checkExactlyOnce(t, log, acks)
 	checkNoStale(t, log)
 }
+
+// TestReplicatedFollowerDiskFails: one follower's disk fails every write
+// (the broker's chaos disk). The shard keeps serving from the quorum; the
+// failed replica is reported (felix_replica_failures_total on its member,
+// a lag in the leader's view); once its disk works again it catches up,
+// and the three logs are one history.
+func TestReplicatedFollowerDiskFails(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, LeaseTTL: leaseTTL, ExtraArgs: []string{"--chaos"}})
+	c.WaitReady(t, 3)
+	cc := dialAll(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createReplicated(ctx, t, cc)
+	acks := &ackLog{acked: map[string]uint64{}}
+	stop := make(chan struct{})
+	wg := publishIdempotently(ctx, t, cc, 2, acks, stop)
+	waitAcks(ctx, t, acks, 20, "before the disk fails")
+
+	leader := leaderOf(ctx, t, c)
+	var failed *clustertest.Member
+	for _, m := range c.Members() {
+		if m != leader {
+			failed = m
+			break
+		}
+	}
+	c.FailDisk(t, failed, true)
+	before := acks.count()
+	waitAcks(ctx, t, acks, before+100, "with a follower's disk failing")
+	for c.Metric(t, failed, "felix_replica_failures_total") < 1 {
+		if ctx.Err() != nil {
+			t.Fatalf("%s never reported its replica failed", failed.NodeID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The leader's view is refreshed every second.
+	for lagOf(ctx, t, c, leader, failed.NodeID) == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("the leader %s never saw %s, whose disk fails, lag", leader.NodeID, failed.NodeID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.FailDisk(t, failed, false)
+	close(stop)
+	wg.Wait()
+	log := converged(ctx, t, c, acks.count())
+	checkExactlyOnce(t, log, acks)
+}
+
+// lagOf is how many records the leader says node lacks.
+func lagOf(ctx context.Context, t *testing.T, c *clustertest.Cluster, leader *clustertest.Member, node string) uint64 {
+	t.Helper()
+	var lag uint64
+	err := onMember(ctx, c, leader, func(cl *client.Client) error {
+		v, err := cl.Replication(ctx, replicatedStream)
+		if err != nil {
+			return err
+		}
+		for _, s := range v.Shards {
+			for _, p := range s.Replicas {
+				if p.Node == node {
+					lag = p.LagRecords
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lag
+}

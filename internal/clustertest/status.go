@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,9 +110,22 @@ func memberIDs(st cluster.Status) []string {
 // admin sends one request with Token to m's admin endpoint and decodes a
 // 2xx answer into into (when not nil).
 func (c *Cluster) admin(m *Member, method, path string, into any) error {
+	return c.adminBody(m, method, path, nil, into)
+}
+
+// adminBody is admin with a JSON body (none when body is nil).
+func (c *Cluster) adminBody(m *Member, method, path string, body, into any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+m.Admin+path, nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+m.Admin+path, rd)
 	if err != nil {
 		return err
 	}
@@ -120,18 +135,60 @@ func (c *Cluster) admin(m *Member, method, path string, into any) error {
 		return fmt.Errorf("%s: %s %s: %w", m.NodeID, method, path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return fmt.Errorf("%s: %s %s: read the answer: %w", m.NodeID, method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: %s %s answered %s: %s", m.NodeID, method, path, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s: %s %s answered %s: %s", m.NodeID, method, path, resp.Status, strings.TrimSpace(string(answer)))
 	}
 	if into == nil {
 		return nil
 	}
-	if err := json.Unmarshal(body, into); err != nil {
-		return fmt.Errorf("%s: %s %s: decode %q: %w", m.NodeID, method, path, body, err)
+	if err := json.Unmarshal(answer, into); err != nil {
+		return fmt.Errorf("%s: %s %s: decode %q: %w", m.NodeID, method, path, answer, err)
 	}
 	return nil
+}
+
+// FailDisk makes m's durable logs' disk fail every write (or, with fail
+// false, work again) through its chaos route: the members must run with
+// --chaos (Options.ExtraArgs).
+func (c *Cluster) FailDisk(t testing.TB, m *Member, fail bool) {
+	t.Helper()
+	if err := c.adminBody(m, http.MethodPost, "/debug/chaos/disk", map[string]bool{"fail": fail}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Metric reads one sample of m's /metrics: the value of the line whose
+// name and labels are exactly series (e.g. `felix_replica_failures_total`),
+// or 0 when there is none.
+func (c *Cluster) Metric(t testing.TB, m *Member, series string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.Admin+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		t.Fatalf("%s: /metrics: %v", m.NodeID, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		t.Fatalf("%s: /metrics: %v", m.NodeID, err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: metric %s: %v", m.NodeID, series, err)
+			}
+			return f
+		}
+	}
+	return 0
 }
