@@ -39,7 +39,9 @@ func (d *chaosDisk) OpenFile(name string, flag int, perm fs.FileMode) (persisten
 	return chaosFile{File: f, d: d, name: name}, nil
 }
 
-func (d *chaosDisk) ReadDir(name string) ([]fs.DirEntry, error) { return persistence.OSFS.ReadDir(name) }
+func (d *chaosDisk) ReadDir(name string) ([]fs.DirEntry, error) {
+	return persistence.OSFS.ReadDir(name)
+}
 
 func (d *chaosDisk) MkdirAll(name string, perm fs.FileMode) error {
 	if err := d.fail("mkdir", name); err != nil {
