@@ -100,10 +100,11 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 		return nil, false, err
 	}
 	if def.Replicated() {
-		// Raft's storage fsyncs every entry before it is acknowledged to
-		// the leader, whatever durable_fsync says: a quorum's disks are
-		// what commit promises.
-		return replicatedLog{durableLog: durableLog{Log: log}, applied: new(atomic.Uint64)}, false, nil
+		// Raft's storage makes entries durable before a replica
+		// acknowledges them under on_commit (SetLazySync): the shard's
+		// acknowledgement then waits for a quorum's disks, not its own
+		// fsync waiter.
+		return replicatedLog{durableLog: durableLog{Log: log, onCommit: policy == persistence.FsyncOnCommit}, applied: new(atomic.Uint64)}, false, nil
 	}
 	onCommit := policy == persistence.FsyncOnCommit
 	return durableLog{Log: log, onCommit: onCommit}, onCommit, nil

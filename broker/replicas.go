@@ -80,6 +80,9 @@ func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inb
 	if err != nil {
 		return nil, err
 	}
+	// durable_fsync on_commit: a quorum has each acknowledged entry on disk;
+	// periodic (or none): in memory, made durable by the log's policy.
+	storage.SetLazySync(!rl.onCommit)
 	peers := make([]raft.Peer, len(set.Members))
 	for i, m := range set.Members {
 		peers[i] = raft.Peer{ID: m.ID}

@@ -23,6 +23,9 @@ type Storage struct {
 	hs  raftpb.HardState
 	cs  raftpb.ConfState
 	w   window
+	// lazy: Append leaves the entries in the page cache for the log's own
+	// fsync policy (SetLazySync).
+	lazy bool
 	// lastTime is the latest append time in the log, or later: a new leader
 	// stamps its proposals no earlier, so that the log never has to raise a
 	// time and every replica stores the time the leader proposed. A
@@ -219,6 +222,9 @@ func (s *Storage) Append(entries []raftpb.Entry) error {
 			return err
 		}
 	}
+	if s.lazy {
+		return nil
+	}
 	if err := s.log.Sync(); err != nil {
 		return fmt.Errorf("replication: sync the log: %w", err)
 	}
@@ -240,6 +246,16 @@ func (s *Storage) appendEntry(e raftpb.Entry) error {
 	}
 	return nil
 }
+
+// SetLazySync makes Append return once the entries are written, not
+// synced: the log's own policy (periodic, or none) makes them durable
+// later. raft then counts a replica's acknowledgement of entries in its
+// page cache towards the quorum: an entry is acknowledged once a quorum has
+// it in memory, and a crash of a quorum within the sync interval can lose
+// it. The HardState is still synced before any message that depends on it.
+// The default, synced appends, is what on_commit promises: a quorum has
+// the entry on disk.
+func (s *Storage) SetLazySync(lazy bool) { s.lazy = lazy }
 
 // SetHardState makes hs durable when its term or vote changed, then lets
 // the log's entry floor follow the commit index: nothing committed may be

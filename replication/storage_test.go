@@ -388,3 +388,30 @@ func TestStorageEntriesReadInChunks(t *testing.T) {
 		t.Errorf("Entries(1, 4) = %d entries in %d reads, %v; want 3 in 3 (one chunk holds one entry)", len(got), l.reads, err)
 	}
 }
+
+// TestStorageLazySyncLeavesEntriesToTheLog: synced appends (on_commit) end
+// with the log's fsync; lazy ones (periodic) do not, and the HardState is
+// written all the same when the term changes.
+func TestStorageLazySyncLeavesEntriesToTheLog(t *testing.T) {
+	l := newMemLog()
+	s := openTestStorage(t, l, t.TempDir())
+	if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 1, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	if l.syncs != 1 {
+		t.Fatalf("synced append: %d fsyncs; want 1", l.syncs)
+	}
+	s.SetLazySync(true)
+	if err := s.Append([]raftpb.Entry{recordsEntry(t, 2, 1, "b")}); err != nil {
+		t.Fatal(err)
+	}
+	if l.syncs != 1 {
+		t.Fatalf("lazy append: %d fsyncs; want still 1", l.syncs)
+	}
+	if err := s.SetHardState(raftpb.HardState{Term: 2, Vote: 1, Commit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if hs, _, found, err := readState(s.dir); err != nil || !found || hs.Term != 2 || hs.Vote != 1 {
+		t.Fatalf("hard state on disk: %+v, %v, %v; want term 2, vote 1", hs, found, err)
+	}
+}
