@@ -157,9 +157,9 @@ func (s *shardReplica) Tick() {
 	}
 }
 
-// statusTicks is how often (in ticks, one second) a replica refreshes its
+// statusTicks is how often (in ticks, 200 ms) a replica refreshes its
 // status view: Status allocates, so not on every tick.
-const statusTicks = 10
+const statusTicks = 2
 
 func (s *shardReplica) HasReady() bool { return s.failed == nil && s.r.HasReady() }
 

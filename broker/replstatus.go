@@ -12,8 +12,9 @@ import (
 )
 
 // replicaStatuses is the latest view of each replica this member runs,
-// written by the replica (on its shard's goroutine, once a second) and
-// read by replication_status and the metrics at scrape time, so neither
+// written by the replica (on its shard's goroutine, every other tick) and
+// read by replication_status and the metrics at scrape time (at most
+// 200 ms old), so neither
 // has to ask a shard that may be busy.
 type replicaStatuses struct {
 	mu sync.Mutex
