@@ -305,11 +305,18 @@ func (b *Broker) replicasFor(spec *service.StreamSpec) (int, error) {
 		return 0, wire.NewError(wire.CodeShardUnavailable, "not_ready: member %s has not joined the cluster yet; try another member", node.ID())
 	}
 	live := node.LiveMembers()
+	retention := spec.RetentionBytes > 0 || spec.RetentionAge > 0
 	if asked == 0 {
-		if live >= defaultReplicas {
+		if live >= defaultReplicas && !retention {
 			return defaultReplicas, nil
 		}
 		return 0, nil
+	}
+	if asked > 1 && retention {
+		// Retention needs the raft log compacted and snapshots for the
+		// replicas behind it, which are not built: refused rather than
+		// ignored.
+		return 0, wire.NewError(wire.CodeInvalidRequest, "replicas %d with retention: retention does not run on replicated streams yet; create it without --retention-bytes/--retention-age, or with --replicas 1", asked)
 	}
 	if asked > live {
 		return 0, wire.NewError(wire.CodeInvalidRequest, "replicas %d: the cluster has %d live members; start more or ask for fewer", asked, live)

@@ -215,6 +215,9 @@ func TestReplicasNeedEnoughMembers(t *testing.T) {
 		t.Fatalf("3 replicas on a cluster of 1: %v; want invalid_request", err)
 	}
 	// The default on a cluster of one is one copy.
+	if _, err := c.CreateStream(ctx, client.Stream{Tenant: "t", Namespace: "ns", Name: "kept"}, client.StreamConfig{Durable: true, Replicas: 2, RetentionBytes: 1 << 30}); !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Fatalf("replicas with retention: %v; want invalid_request", err)
+	}
 	info, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true})
 	if err != nil || info.Replicas != 1 {
 		t.Fatalf("default replicas on a cluster of one: %+v, %v; want 1", info, err)
