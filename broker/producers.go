@@ -163,6 +163,12 @@ func (c *conn) checkProducer(p *service.Publish) error {
 	}
 	tenant, ok := c.b.producers.tenant(p.Producer.ID)
 	if !ok {
+		if node := c.b.node.Load(); node != nil && !node.Ready() {
+			// A member that has not loaded the cluster's producer ids yet
+			// (starting, or joining again) cannot tell: the producer sends
+			// again, rather than give up on an id the cluster knows.
+			return wire.NewError(wire.CodeShardUnavailable, "not_ready: member %s has not joined the cluster yet, so it does not know producer ids; try again or another member", node.ID())
+		}
 		return &wire.RefusedError{Reason: wire.ReasonUnknownProducer, Message: "the broker never gave out this producer id; call producer_init"}
 	}
 	if tenant != p.Scope.Tenant {

@@ -254,33 +254,67 @@ func waitAcks(ctx context.Context, t *testing.T, acks *ackLog, n int, what strin
 	}
 }
 
+// faultRun is a replicated stream on a running cluster with idempotent
+// producers publishing to it, for one fault test.
+type faultRun struct {
+	c     *clustertest.Cluster
+	cc    *client.ClusterClient
+	ctx   context.Context
+	acks  *ackLog
+	stop  chan struct{}
+	wg    *sync.WaitGroup
+	start int // acknowledgements before the fault
+}
+
+// startFaultRun starts opts' cluster (three members), creates the
+// replicated stream and n producers, and waits for first acknowledgements.
+func startFaultRun(t *testing.T, opts clustertest.Options, n, first int, limit time.Duration) *faultRun {
+	t.Helper()
+	opts.Nodes, opts.LeaseTTL = 3, leaseTTL
+	c := clustertest.Start(t, opts)
+	c.WaitReady(t, 3)
+	r := &faultRun{c: c, cc: dialAll(t, c), acks: &ackLog{acked: map[string]uint64{}}, stop: make(chan struct{})}
+	var cancel context.CancelFunc
+	r.ctx, cancel = context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	createReplicated(r.ctx, t, r.cc)
+	r.wg = publishIdempotently(r.ctx, t, r.cc, n, r.acks, r.stop)
+	waitAcks(r.ctx, t, r.acks, first, "before the fault")
+	return r
+}
+
+// progress waits for n more acknowledgements than now.
+func (r *faultRun) progress(t *testing.T, n int, what string) {
+	t.Helper()
+	waitAcks(r.ctx, t, r.acks, r.acks.count()+n, what)
+}
+
+// finish stops the producers, waits for the replicas to converge, checks
+// every acknowledged record is in the one history once, and returns it.
+func (r *faultRun) finish(t *testing.T) []client.Record {
+	t.Helper()
+	close(r.stop)
+	r.wg.Wait()
+	log := converged(r.ctx, t, r.c, r.acks.count())
+	checkExactlyOnce(t, log, r.acks)
+	return log
+}
+
 // TestReplicatedLeaderKilledTenTimes: the shard's leader is SIGKILLed ten
 // times (and restarted) while 8 idempotent producers publish; every
 // acknowledged record is in every replica exactly once, at its
 // acknowledged offset, offsets contiguous, and the replicas are identical.
 func TestReplicatedLeaderKilledTenTimes(t *testing.T) {
-	c := startCluster(t)
-	cc := dialAll(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	createReplicated(ctx, t, cc)
-	acks := &ackLog{acked: map[string]uint64{}}
-	stop := make(chan struct{})
-	wg := publishIdempotently(ctx, t, cc, 8, acks, stop)
-	waitAcks(ctx, t, acks, 50, "before the first kill")
+	r := startFaultRun(t, clustertest.Options{}, 8, 50, 4*time.Minute)
 	for kill := range 10 {
-		leader := leaderOf(ctx, t, c)
-		before := acks.count()
+		leader := leaderOf(r.ctx, t, r.c)
 		leader.Kill()
 		// A new leader takes publishes: the producers move on.
-		waitAcks(ctx, t, acks, before+40, fmt.Sprintf("after kill %d of %s", kill+1, leader.NodeID))
+		r.progress(t, 40, fmt.Sprintf("after kill %d of %s", kill+1, leader.NodeID))
 		leader.Restart(t)
 	}
-	close(stop)
-	wg.Wait()
-	log := converged(ctx, t, c, acks.count())
-	checkExactlyOnce(t, log, acks)
-	t.Logf("%d records acknowledged, %d in each replica, after 10 leader kills", acks.count(), len(log))
+	log := r.finish(t)
+	t.Logf("%d records acknowledged, %d in each replica, after 10 leader kills", r.acks.count(), len(log))
 }
 
 // TestReplicatedLeaderFrozenAcknowledgesNothing: the leader is stopped
@@ -288,34 +322,20 @@ func TestReplicatedLeaderKilledTenTimes(t *testing.T) {
 // one, resumed with publishes sent straight to it in flight, acknowledges
 // none of them, and its replica converges to the new leader's log.
 func TestReplicatedLeaderFrozenAcknowledgesNothing(t *testing.T) {
-	c := startCluster(t)
-	cc := dialAll(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	createReplicated(ctx, t, cc)
-	acks := &ackLog{acked: map[string]uint64{}}
-	stop := make(chan struct{})
-	wg := publishIdempotently(ctx, t, cc, 2, acks, stop)
-	waitAcks(ctx, t, acks, 20, "before the freeze")
-
-	old := leaderOf(ctx, t, c)
-	direct := dialDirect(ctx, t, c, old)
+	r := startFaultRun(t, clustertest.Options{}, 2, 20, 2*time.Minute)
+	old := leaderOf(r.ctx, t, r.c)
+	direct := dialDirect(r.ctx, t, r.c, old)
 	frozenAt := time.Now()
 	old.Freeze(t)
-	before := acks.count()
-	waitAcks(ctx, t, acks, before+40, "while the old leader is frozen")
+	r.progress(t, 40, "while the old leader is frozen")
 	// Publishes straight to the frozen leader, queued while it sleeps.
-	results, sent := publishStale(ctx, direct, 20)
+	results, sent := publishStale(r.ctx, direct, 20)
 	time.Sleep(10*time.Second - time.Since(frozenAt)) // the fault: frozen for 10 s
 	old.Thaw(t)
 	sent.Wait()
 	close(results)
 	checkRefused(t, results)
-	close(stop)
-	wg.Wait()
-	log := converged(ctx, t, c, acks.count())
-	checkExactlyOnce(t, log, acks)
-	checkNoStale(t, log)
+	checkNoStale(t, r.finish(t))
 }
 
 // dialDirect connects a plain client to m, whose connection outlives a
@@ -390,32 +410,17 @@ func checkNoStale(t *testing.T, log []client.Record) {
 // acknowledged by nobody; after healing there is one history, every
 // acknowledged record once.
 func TestReplicatedLeaderPartitionedAcknowledgesNothing(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Nodes: 3, LeaseTTL: leaseTTL, NetNS: true})
-	c.WaitReady(t, 3)
-	cc := dialAll(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	createReplicated(ctx, t, cc)
-	acks := &ackLog{acked: map[string]uint64{}}
-	stop := make(chan struct{})
-	wg := publishIdempotently(ctx, t, cc, 2, acks, stop)
-	waitAcks(ctx, t, acks, 20, "before the partition")
-
-	old := leaderOf(ctx, t, c)
-	direct := dialDirect(ctx, t, c, old)
-	c.Partition(t, old)
-	results, sent := publishStale(ctx, direct, 20)
-	before := acks.count()
-	waitAcks(ctx, t, acks, before+40, "while the old leader is cut off")
-	c.Heal(t, old)
+	r := startFaultRun(t, clustertest.Options{NetNS: true}, 2, 20, 2*time.Minute)
+	old := leaderOf(r.ctx, t, r.c)
+	direct := dialDirect(r.ctx, t, r.c, old)
+	r.c.Partition(t, old)
+	results, sent := publishStale(r.ctx, direct, 20)
+	r.progress(t, 40, "while the old leader is cut off")
+	r.c.Heal(t, old)
 	sent.Wait()
 	close(results)
 	checkRefused(t, results)
-	close(stop)
-	wg.Wait()
-	log := converged(ctx, t, c, acks.count())
-	checkExactlyOnce(t, log, acks)
-	checkNoStale(t, log)
+	checkNoStale(t, r.finish(t))
 }
 
 // TestReplicatedFollowerDiskFails: one follower's disk fails every write
@@ -424,46 +429,32 @@ func TestReplicatedLeaderPartitionedAcknowledgesNothing(t *testing.T) {
 // a lag in the leader's view); once its disk works again it catches up,
 // and the three logs are one history.
 func TestReplicatedFollowerDiskFails(t *testing.T) {
-	c := clustertest.Start(t, clustertest.Options{Nodes: 3, LeaseTTL: leaseTTL, ExtraArgs: []string{"--chaos"}})
-	c.WaitReady(t, 3)
-	cc := dialAll(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	createReplicated(ctx, t, cc)
-	acks := &ackLog{acked: map[string]uint64{}}
-	stop := make(chan struct{})
-	wg := publishIdempotently(ctx, t, cc, 2, acks, stop)
-	waitAcks(ctx, t, acks, 20, "before the disk fails")
-
-	leader := leaderOf(ctx, t, c)
+	r := startFaultRun(t, clustertest.Options{ExtraArgs: []string{"--chaos"}}, 2, 20, 2*time.Minute)
+	leader := leaderOf(r.ctx, t, r.c)
 	var failed *clustertest.Member
-	for _, m := range c.Members() {
+	for _, m := range r.c.Members() {
 		if m != leader {
 			failed = m
 			break
 		}
 	}
-	c.FailDisk(t, failed, true)
-	before := acks.count()
-	waitAcks(ctx, t, acks, before+100, "with a follower's disk failing")
-	for c.Metric(t, failed, "felix_replica_failures_total") < 1 {
-		if ctx.Err() != nil {
+	r.c.FailDisk(t, failed, true)
+	r.progress(t, 100, "with a follower's disk failing")
+	for r.c.Metric(t, failed, "felix_replica_failures_total") < 1 {
+		if r.ctx.Err() != nil {
 			t.Fatalf("%s never reported its replica failed", failed.NodeID)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The leader's view is refreshed every second.
-	for lagOf(ctx, t, c, leader, failed.NodeID) == 0 {
-		if ctx.Err() != nil {
+	// The leader's view is refreshed every 200 ms.
+	for lagOf(r.ctx, t, r.c, leader, failed.NodeID) == 0 {
+		if r.ctx.Err() != nil {
 			t.Fatalf("the leader %s never saw %s, whose disk fails, lag", leader.NodeID, failed.NodeID)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c.FailDisk(t, failed, false)
-	close(stop)
-	wg.Wait()
-	log := converged(ctx, t, c, acks.count())
-	checkExactlyOnce(t, log, acks)
+	r.c.FailDisk(t, failed, false)
+	r.finish(t)
 }
 
 // lagOf is how many records the leader says node lacks.
