@@ -36,6 +36,7 @@ func (c Config) Validate() error {
 	c.validateDurable(ck)
 	c.validateAuth(ck)
 	c.validateCluster(ck)
+	c.validateGroups(ck)
 	return errors.Join(ck.errs...)
 }
 

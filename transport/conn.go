@@ -330,7 +330,9 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 	case *wire.Auth:
 		h.handleReauth(ctx, r, m)
 	default:
-		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
+		if !handleGroup(ctx, r, h.session, msg) { // groups.go
+			r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
+		}
 	}
 }
 
@@ -347,7 +349,8 @@ func (h *connHandler) shardOwners(ctx context.Context, m *wire.ShardOwners) (wir
 
 // answerReserve is the room an answer to msg may take.
 func answerReserve(msg wire.Message) int64 {
-	if _, ok := msg.(*wire.StreamRead); ok {
+	switch msg.(type) {
+	case *wire.StreamRead, *wire.GroupPoll:
 		return readAnswerReserve
 	}
 	return controlAnswerReserve
