@@ -91,10 +91,10 @@ type Broker struct {
 	// groups is the consumer groups' supervisor (groups.go).
 	groups       *actor.PID
 	groupMetrics *metrics.GroupMetrics
-	groupRefs    sync.Map // groupKey → *groups.Ref
-	lanesMu     sync.Mutex // guards lanes and laneGen: a stopped lane is replaced
-	lanes       []lanes.LaneRef
-	laneGen     int
+	groupRefs    sync.Map   // groupKey → *groups.Ref
+	lanesMu      sync.Mutex // guards lanes and laneGen: a stopped lane is replaced
+	lanes        []lanes.LaneRef
+	laneGen      int
 
 	metrics *metrics.Metrics
 	dir     *actors.Directory

@@ -164,7 +164,10 @@ func TestGroupBadInput(t *testing.T) {
 			_, err := c.CreateGroup(ctx, client.Stream{Name: "mem"}, "g", client.GroupStart{})
 			return err
 		}, wire.ErrInvalidRequest},
-		{"unknown stream", func() error { _, err := c.CreateGroup(ctx, client.Stream{Name: "none"}, "g", client.GroupStart{}); return err }, wire.ErrNotFound},
+		{"unknown stream", func() error {
+			_, err := c.CreateGroup(ctx, client.Stream{Name: "none"}, "g", client.GroupStart{})
+			return err
+		}, wire.ErrNotFound},
 		{"seek past the tail", func() error {
 			_, err := c.SeekGroup(ctx, f.st, "workers", client.GroupStart{Kind: "offset", Offset: 99})
 			return err

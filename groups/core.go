@@ -530,13 +530,13 @@ type timerItem struct {
 
 type timerHeap []timerItem
 
-func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Len() int { return len(h) }
 func (h timerHeap) Less(i, j int) bool {
 	// Equal deadlines (a poll's records) expire in offset order.
 	return h[i].at.Before(h[j].at) || h[i].at.Equal(h[j].at) && h[i].off < h[j].off
 }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerItem)) }
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timerItem)) }
 func (h *timerHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]
