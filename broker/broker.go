@@ -88,13 +88,14 @@ type Broker struct {
 	sessions    *actor.PID
 	lanesSup    *actor.PID
 	connections *actor.PID
+	lanesMu     sync.Mutex // guards lanes and laneGen: a stopped lane is replaced
+	lanes       []lanes.LaneRef
+	laneGen     int
+
 	// groups is the consumer groups' supervisor (groups.go).
 	groups       *actor.PID
 	groupMetrics *metrics.GroupMetrics
-	groupRefs    sync.Map   // groupKey → *groups.Ref
-	lanesMu      sync.Mutex // guards lanes and laneGen: a stopped lane is replaced
-	lanes        []lanes.LaneRef
-	laneGen      int
+	groupRefs    sync.Map // groupKey → *groups.Ref
 
 	metrics *metrics.Metrics
 	dir     *actors.Directory
