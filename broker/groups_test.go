@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/brokertest"
@@ -18,6 +19,7 @@ import (
 // at its start.
 type groupFixture struct {
 	cfg config.Config
+	b   *broker.Broker
 	c   *client.Client
 	st  client.Stream
 }
@@ -25,7 +27,7 @@ type groupFixture struct {
 func newGroupFixture(t *testing.T, ctx context.Context, cfg config.Config, records int) *groupFixture {
 	t.Helper()
 	b := brokertest.Start(t, cfg)
-	f := &groupFixture{cfg: cfg, c: brokertest.Dial(t, b, cfg), st: client.Stream{Name: "jobs"}}
+	f := &groupFixture{cfg: cfg, b: b, c: brokertest.Dial(t, b, cfg), st: client.Stream{Name: "jobs"}}
 	if _, err := f.c.CreateStream(ctx, f.st, client.StreamConfig{Durable: true}); err != nil {
 		t.Fatalf("create stream: %v", err)
 	}
