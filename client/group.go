@@ -196,6 +196,9 @@ func (g *Group) Consume(ctx context.Context, opts ConsumeOptions, handler func(c
 			return err
 		}
 		for _, r := range recs {
+			if ctx.Err() != nil {
+				break // the rest come again after their visibility
+			}
 			if err := g.handle(ctx, r, opts, handler); err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -233,11 +236,15 @@ func (g *Group) handle(ctx context.Context, r GroupRecord, opts ConsumeOptions, 
 	herr := handler(ctx, r)
 	close(stop)
 	wg.Wait()
+	// A handler that finished is settled even if ctx ended meanwhile
+	// (Consume's caller stopping it): the work is done, say so.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	var err error
 	if herr == nil {
-		err = g.Ack(ctx, r)
+		err = g.Ack(sctx, r)
 	} else {
-		err = g.Nack(ctx, opts.NackDelay, r)
+		err = g.Nack(sctx, opts.NackDelay, r)
 	}
 	var se *SettleError
 	if errors.As(err, &se) {
