@@ -237,7 +237,7 @@ func (c *conn) PollGroup(ctx context.Context, req *service.GroupPoll) ([]service
 	c.b.groupMetrics.Polls.WithLabelValues(req.Scope.Tenant).Inc()
 	msg := &groups.Poll{
 		Max: req.MaxRecords, MaxBytes: req.MaxBytes, Wait: req.Wait, Visibility: req.Visibility,
-		Consumer: req.Consumer, Reply: make(chan groups.PollResult, 1),
+		Consumer: req.Consumer, Reply: make(chan groups.PollResult, 1), Gone: ctx.Done(),
 	}
 	res, err := post(ctx, c, def, req.Group, req.Shard, msg, msg.Reply, req.Wait)
 	if err != nil {

@@ -29,6 +29,10 @@ type Poll struct {
 	Wait, Visibility time.Duration
 	Consumer         string
 	Reply            chan PollResult
+	// Gone, when set, closes when the caller stops waiting (its
+	// connection closed): a parked poll is then dropped, not handed
+	// records nobody reads.
+	Gone <-chan struct{}
 }
 
 // PollResult answers Poll.
@@ -274,6 +278,9 @@ func (g *group) handleStopping() {
 
 // handlePoll hands out what is available, or parks the poll.
 func (g *group) handlePoll(msg *Poll) {
+	if gone(msg) {
+		return // nobody reads the answer: hand out nothing
+	}
 	if err := g.usable(); err != nil {
 		msg.Reply <- PollResult{Err: err}
 		return
@@ -402,6 +409,9 @@ func (g *group) handleTick() {
 func (g *group) serveParked(now time.Time) {
 	kept := g.parked[:0]
 	for _, p := range g.parked {
+		if gone(p.req) {
+			continue
+		}
 		recs, err := g.poll(p.req, now)
 		if err != nil || len(recs) > 0 || !now.Before(p.deadline) {
 			p.req.Reply <- PollResult{Records: recs, Err: err}
@@ -411,6 +421,16 @@ func (g *group) serveParked(now time.Time) {
 	}
 	clear(g.parked[len(kept):])
 	g.parked = kept
+}
+
+// gone reports whether a poll's caller stopped waiting.
+func gone(p *Poll) bool {
+	select {
+	case <-p.Gone:
+		return true
+	default:
+		return false
+	}
 }
 
 // checkpoint writes the cursor now.

@@ -39,6 +39,11 @@ type core struct {
 	ready     []timerItem
 	consumers map[string]time.Time
 
+	// gens numbers every change of every entry, so a timer item of an
+	// entry that was settled and made again (a redriven dead letter)
+	// never matches the new one.
+	gens uint64
+
 	// Counters since the actor started, for describe and metrics.
 	redeliveries, deadLettered uint64
 
@@ -68,7 +73,7 @@ type entry struct {
 	attempts uint32
 	state    entryState
 	at       time.Time // in flight: visibility deadline; owed: when due
-	gen      uint32    // bumped on every change; timer items carry it
+	gen      uint64    // changed on every change (core.gens); timer items carry it
 	redriven bool
 }
 
@@ -137,7 +142,7 @@ func (c *core) replayed(now time.Time) {
 	c.next, c.saved = c.cursor, c.cursor
 	for _, o := range slices.Sorted(maps.Keys(c.dead)) {
 		if c.dead[o] {
-			e := &entry{state: owed, at: now, redriven: true}
+			e := &entry{state: owed, at: now, redriven: true, gen: c.nextGen()}
 			c.pending[o] = e
 			c.ready = append(c.ready, timerItem{off: o, gen: e.gen})
 		}
@@ -256,7 +261,7 @@ func readOne(log Log, off uint64, maxBytes int) (streams.Record, bool, error) {
 func (c *core) handOut(off uint64, e *entry, r streams.Record, now time.Time, vis time.Duration) service.GroupRecord {
 	e.attempts++
 	e.state, e.at = inFlight, now.Add(vis)
-	e.gen++
+	e.gen = c.nextGen()
 	c.pushTimer(off, e)
 	return service.GroupRecord{Offset: off, Time: r.Time, Attempts: e.attempts, Value: r.Value}
 }
@@ -312,7 +317,7 @@ func (c *core) settle(op service.SettleOp, claims []service.Claim, now time.Time
 			c.owe(cl.Offset, e, now, now.Add(delay))
 		case service.SettleExtend:
 			e.at = now.Add(vis)
-			e.gen++
+			e.gen = c.nextGen()
 			c.pushTimer(cl.Offset, e)
 		case service.SettleDeadLetter:
 			if !c.die(cl.Offset, e) {
@@ -360,14 +365,14 @@ func (c *core) owe(off uint64, e *entry, now, at time.Time) {
 		return
 	}
 	e.state, e.at = owed, at
-	e.gen++
+	e.gen = c.nextGen()
 	c.pushTimer(off, e)
 }
 
 // makeReady makes e owed now, queued for the next poll.
 func (c *core) makeReady(off uint64, e *entry, now time.Time) {
 	e.state, e.at = owed, now
-	e.gen++
+	e.gen = c.nextGen()
 	c.ready = append(c.ready, timerItem{off: off, gen: e.gen})
 }
 
@@ -430,6 +435,12 @@ func (c *core) nextDeadline() (time.Time, bool) {
 	return c.timers[0].at, true
 }
 
+// nextGen is a generation no entry had.
+func (c *core) nextGen() uint64 {
+	c.gens++
+	return c.gens
+}
+
 // hasReady reports whether a poll would get an owed record now.
 func (c *core) hasReady() bool { return len(c.ready) > 0 }
 
@@ -460,7 +471,7 @@ func (c *core) redrive(offsets []uint64, all bool, now time.Time) int {
 			continue
 		}
 		c.dead[o] = true
-		e := &entry{state: owed, at: now, redriven: true}
+		e := &entry{state: owed, at: now, redriven: true, gen: c.nextGen()}
 		c.pending[o] = e
 		c.ready = append(c.ready, timerItem{off: o, gen: e.gen})
 		changed = append(changed, o)
@@ -525,7 +536,7 @@ func (c *core) info(shard uint32, committed uint64) service.GroupShardInfo {
 type timerItem struct {
 	at  time.Time
 	off uint64
-	gen uint32
+	gen uint64
 }
 
 type timerHeap []timerItem
