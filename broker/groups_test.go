@@ -279,3 +279,39 @@ func TestGroupVisibilityDeadLetters(t *testing.T) {
 		t.Fatalf("dead letters after redrive and discard: %v, %v", dead, err)
 	}
 }
+
+// TestGroupPollGone: a long poll whose caller gave up is dropped: a record
+// published afterwards goes to the next consumer at once, attempt 1, not
+// to nobody for a visibility timeout.
+func TestGroupPollGone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := newGroupFixture(t, ctx, brokertest.Config(t), 0)
+	waiting := func(n uint64) func() bool {
+		return func() bool {
+			info, err := f.c.DescribeGroup(ctx, f.st, "workers")
+			return err == nil && info.Shards[0].Waiting == n
+		}
+	}
+	g1 := f.c.Group(f.st, "workers", client.GroupOptions{})
+	defer g1.Close()
+	pctx, pcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := g1.Poll(pctx, 10, 20*time.Second)
+		done <- err
+	}()
+	brokertest.Eventually(t, ctx, "the poll parked", waiting(1))
+	pcancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled poll: %v", err)
+	}
+	brokertest.Eventually(t, ctx, "the poll dropped", waiting(0))
+	f.publish(t, ctx, 0, 1)
+	g2 := f.c.Group(f.st, "workers", client.GroupOptions{})
+	defer g2.Close()
+	recs, err := g2.Poll(ctx, 10, 5*time.Second)
+	if err != nil || len(recs) != 1 || recs[0].Attempts != 1 {
+		t.Fatalf("after a gone poll: %+v, %v", recs, err)
+	}
+}

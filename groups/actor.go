@@ -140,6 +140,10 @@ const (
 	// before it is written: what a crash makes redeliver.
 	checkpointEvery = 1000
 	checkpointAfter = 100 * time.Millisecond
+	// stopWriteWait bounds how long a stopping group waits for its last
+	// cursor write (the only wait in its Receive besides room in the state
+	// shard's mailbox).
+	stopWriteWait = 2 * time.Second
 )
 
 // group is the actor. Only Receive touches it.
@@ -259,8 +263,11 @@ func (g *group) replay() error {
 	return nil
 }
 
-// handleStopping writes the cursor (best effort: nothing waits for it)
-// and answers parked polls, which would otherwise wait for nothing.
+// handleStopping writes the cursor and waits (at most stopWriteWait) for
+// it, so a clean stop redelivers nothing acked, and answers parked polls,
+// which would otherwise wait for nothing. Before a restart too: the cursor
+// only ever holds a value that was true when advance set it, whatever a
+// panic interrupted since.
 func (g *group) handleStopping() {
 	if g.timer != nil {
 		g.timer.Stop()
@@ -268,7 +275,15 @@ func (g *group) handleStopping() {
 	}
 	if g.core != nil && g.loadErr == nil {
 		g.core.checkpoint()
-		g.flush(nil)
+		written := make(chan error, 1)
+		g.flush(func(err error) { written <- err })
+		t := time.NewTimer(stopWriteWait)
+		select {
+		case <-written:
+		case <-t.C:
+			g.cfg.Log.Warn().Str("group", g.cfg.Group).Msg("group stopped before its cursor was written; what it acked since the last write will be handed out again")
+		}
+		t.Stop()
 	}
 	for _, p := range g.parked {
 		p.req.Reply <- PollResult{}
@@ -379,6 +394,7 @@ func (g *group) handleAdmin(ctx actor.Context, msg *Admin) {
 	}
 	g.core.expire(now)
 	res.Info = g.core.info(g.cfg.Shard, g.cfg.Handles.Data.Committed())
+	res.Info.Waiting = uint64(len(g.parked))
 	reply := msg.Reply
 	g.flush(func(err error) {
 		res.Err = err

@@ -110,6 +110,8 @@ type GroupShardInfo struct {
 	// Lag is Committed - Cursor.
 	Lag                                       uint64
 	InFlight, Owed, DeadLetters, Redeliveries uint64
+	// Waiting counts the polls parked for records.
+	Waiting uint64
 	// Consumers are the names seen polling recently, at most 64.
 	Consumers []string
 	CreatedAt time.Time

@@ -18,7 +18,9 @@ import (
 func handleGroup(ctx context.Context, r *responder, s service.Session, msg wire.Message) bool {
 	switch m := msg.(type) {
 	case *wire.GroupPoll:
-		answer(r, m.RequestID, func() (wire.Message, error) { return pollGroup(ctx, s, m) })
+		pctx, cancel := streamContext(ctx, r)
+		defer cancel()
+		answer(r, m.RequestID, func() (wire.Message, error) { return pollGroup(pctx, s, m) })
 	case *wire.GroupSettle:
 		answer(r, m.RequestID, func() (wire.Message, error) { return settleGroup(ctx, s, m) })
 	case *wire.GroupCreate:
@@ -55,6 +57,19 @@ func handleGroup(ctx context.Context, r *responder, s service.Session, msg wire.
 		return false
 	}
 	return true
+}
+
+// streamContext ends with ctx or when the client stops reading the
+// stream (it gave up waiting: STOP_SENDING cancels the stream's write side),
+// so a long poll's caller that left is known to be gone.
+func streamContext(ctx context.Context, r *responder) (context.Context, context.CancelFunc) {
+	s, ok := r.w.(interface{ Context() context.Context })
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.Context(), cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 func pollGroup(ctx context.Context, s service.Session, m *wire.GroupPoll) (wire.Message, error) {
@@ -144,7 +159,7 @@ func groupInfo(requestID uint64, info *service.GroupInfo) *wire.GroupInfo {
 		out.Shards[i] = wire.GroupShard{
 			Shard: sh.Shard, Cursor: sh.Cursor, Next: sh.Next, Committed: sh.Committed, Lag: sh.Lag,
 			InFlight: sh.InFlight, Owed: sh.Owed, DeadLetters: sh.DeadLetters, Redeliveries: sh.Redeliveries,
-			Consumers: sh.Consumers, CreatedAtMS: sh.CreatedAt.UnixMilli(),
+			Consumers: sh.Consumers, CreatedAtMS: sh.CreatedAt.UnixMilli(), Waiting: sh.Waiting,
 		}
 	}
 	return out

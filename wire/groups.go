@@ -104,6 +104,7 @@ type GroupShard struct {
 	Redeliveries uint64   `msgpack:"redeliveries"`
 	CreatedAtMS  int64    `msgpack:"created_at_ms"`
 	Next         uint64   `msgpack:"next"`
+	Waiting      uint64   `msgpack:"waiting,omitempty"`
 }
 
 // GroupInfo answers GroupCreate, GroupSeek and GroupDescribe.
