@@ -38,6 +38,10 @@ type core struct {
 	timers    timerHeap
 	ready     []timerItem
 	consumers map[string]time.Time
+	// ahead are records read from the log at next and not handed out yet:
+	// a poll takes from it, so a log batch larger than a poll is read once,
+	// not once per poll (at most readAhead records, readAheadBytes).
+	ahead []streams.Record
 
 	// gens numbers every change of every entry, so a timer item of an
 	// entry that was settled and made again (a redriven dead letter)
@@ -84,6 +88,12 @@ type Log interface {
 	Committed() uint64
 }
 
+// Read-ahead bounds: what one log read fetches for later polls.
+const (
+	readAhead      = 1000
+	readAheadBytes = 1 << 20
+)
+
 // maxConsumersSeen bounds the names describe reports.
 const maxConsumersSeen = 64
 
@@ -101,6 +111,7 @@ func (c *core) reset() {
 	c.dead = make(map[uint64]bool)
 	c.timers, c.ready = nil, nil
 	c.consumers = make(map[string]time.Time)
+	c.ahead = nil
 }
 
 // apply replays one state record of this group.
@@ -167,7 +178,7 @@ func (c *core) create(start uint64, now time.Time) bool {
 func (c *core) seek(off uint64) {
 	c.cursor, c.next, c.saved = off, off, off
 	c.pending = make(map[uint64]*entry)
-	c.timers, c.ready = nil, nil
+	c.timers, c.ready, c.ahead = nil, nil, nil
 	for o := range c.dead {
 		c.dead[o] = false
 	}
@@ -211,35 +222,48 @@ func (c *core) poll(log Log, now time.Time, limit, maxBytes int, vis time.Durati
 		bytes += len(rec.Value)
 	}
 	if c.next < log.StartOffset() {
-		c.next = log.StartOffset()
+		c.next, c.ahead = log.StartOffset(), nil
 		c.advance()
 	}
 	for !full() && len(c.pending) < c.lim.MaxInFlight {
-		committed := log.Committed()
-		if c.next >= committed {
-			break
-		}
-		want := min(limit-len(out), c.lim.MaxInFlight-len(c.pending))
-		page, err := log.Read(c.next, want, max(1, maxBytes-bytes))
-		if err != nil {
-			return out, err
-		}
-		if len(page.Records) == 0 {
-			break
-		}
-		for _, r := range page.Records {
-			if _, isDead := c.dead[r.Offset]; isDead {
-				continue
+		if len(c.ahead) == 0 {
+			if err := c.readAhead(log); err != nil {
+				return out, err
 			}
-			e := &entry{}
-			c.pending[r.Offset] = e
-			out = append(out, c.handOut(r.Offset, e, r, now, vis))
-			bytes += len(r.Value)
+			if len(c.ahead) == 0 {
+				break
+			}
 		}
-		c.next = page.Next
-		c.advance()
+		r := c.ahead[0]
+		c.ahead[0] = streams.Record{}
+		c.ahead = c.ahead[1:]
+		c.next = r.Offset + 1
+		if _, isDead := c.dead[r.Offset]; isDead {
+			continue
+		}
+		e := &entry{}
+		c.pending[r.Offset] = e
+		out = append(out, c.handOut(r.Offset, e, r, now, vis))
+		bytes += len(r.Value)
 	}
+	c.advance()
 	return out, nil
+}
+
+// readAhead reads the next committed records into ahead (a log's Read
+// may return written records past the committed end: they are not asked
+// for).
+func (c *core) readAhead(log Log) error {
+	committed := log.Committed()
+	if c.next >= committed {
+		return nil
+	}
+	page, err := log.Read(c.next, int(min(readAhead, committed-c.next)), readAheadBytes)
+	if err != nil {
+		return err
+	}
+	c.ahead = page.Records
+	return nil
 }
 
 // readOne reads the record at off; ok is false when retention deleted it.
