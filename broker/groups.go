@@ -177,6 +177,7 @@ func (c *conn) groupHandles(ctx context.Context, def streams.Def, shard uint32) 
 	if h.State, err = stateRef.Log(ctx); err != nil {
 		return h, err
 	}
+	h.Live = func() bool { return !dataRef.Mailbox.IsClosed() && !stateRef.Mailbox.IsClosed() }
 	h.Write = func(rec []byte, done func(error)) error {
 		p := &streams.Publish{Payloads: [][]byte{rec}, Done: func(r streams.PublishResult) { done(r.Err) }}
 		switch stateRef.Mailbox.TryPost(p, groupStateWait) {
@@ -190,12 +191,12 @@ func (c *conn) groupHandles(ctx context.Context, def streams.Def, shard uint32) 
 	return h, nil
 }
 
-// post hands a request to a group actor and waits up to wait (plus the
-// request timeout) for its answer on reply.
-func post[T any](ctx context.Context, c *conn, def streams.Def, group string, shard uint32, msg any, reply <-chan T, wait time.Duration) (T, error) {
+// post hands a request to the group actor of (scope, group, shard) and
+// waits up to wait (plus the request timeout) for its answer on reply.
+func post[T any](ctx context.Context, c *conn, scope wire.Scope, group string, shard uint32, msg any, reply <-chan T, wait time.Duration) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
-		ref, err := c.groupRef(ctx, def, group, shard)
+		ref, err := c.liveGroup(ctx, scope, group, shard)
 		if err != nil {
 			return zero, err
 		}
@@ -205,9 +206,9 @@ func post[T any](ctx context.Context, c *conn, def streams.Def, group string, sh
 			if attempt < 2 {
 				continue // stopped: the next look spawns a new one
 			}
-			return zero, wire.NewError(wire.CodeShardUnavailable, "group %s of %s shard %d is not available", group, def.Scope, shard)
+			return zero, wire.NewError(wire.CodeShardUnavailable, "group %s of %s shard %d is not available", group, scope, shard)
 		default:
-			return zero, wire.NewError(wire.CodeOverloaded, "group_queue_full: group %s of %s shard %d has group_queue_depth requests queued", group, def.Scope, shard)
+			return zero, wire.NewError(wire.CodeOverloaded, "group_queue_full: group %s of %s shard %d has group_queue_depth requests queued", group, scope, shard)
 		}
 		t := time.NewTimer(wait + requestTimeout)
 		defer t.Stop()
@@ -217,9 +218,28 @@ func post[T any](ctx context.Context, c *conn, def streams.Def, group string, sh
 		case <-ctx.Done():
 			return zero, ctx.Err()
 		case <-t.C:
-			return zero, wire.NewError(wire.CodeShardUnavailable, "group %s of %s shard %d did not answer", group, def.Scope, shard)
+			return zero, wire.NewError(wire.CodeShardUnavailable, "group %s of %s shard %d did not answer", group, scope, shard)
 		}
 	}
+}
+
+// liveGroup returns the cached group actor while it lives, without asking
+// the registry: a live one's stream exists and is durable, since deleting
+// a stream closes its log and a group actor whose log fails stops. Else it
+// resolves the stream and the actor again.
+func (c *conn) liveGroup(ctx context.Context, scope wire.Scope, group string, shard uint32) (*groups.Ref, error) {
+	key := groupKey{scope: scope, group: group, shard: shard}
+	if v, ok := c.b.groupRefs.Load(key); ok {
+		if !v.(*groups.Ref).Mailbox.IsClosed() {
+			return v.(*groups.Ref), nil
+		}
+		c.b.groupRefs.CompareAndDelete(key, v) // a stopped one is not kept
+	}
+	def, err := c.groupStream(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	return c.groupRef(ctx, def, group, shard)
 }
 
 // PollGroup implements service.Session.
@@ -230,16 +250,12 @@ func (c *conn) PollGroup(ctx context.Context, req *service.GroupPoll) ([]service
 	if err := c.b.checkPoll(req); err != nil {
 		return nil, err
 	}
-	def, err := c.groupStream(ctx, req.Scope)
-	if err != nil {
-		return nil, err
-	}
 	c.b.groupMetrics.Polls.WithLabelValues(req.Scope.Tenant).Inc()
 	msg := &groups.Poll{
 		Max: req.MaxRecords, MaxBytes: req.MaxBytes, Wait: req.Wait, Visibility: req.Visibility,
 		Consumer: req.Consumer, Reply: make(chan groups.PollResult, 1), Gone: ctx.Done(),
 	}
-	res, err := post(ctx, c, def, req.Group, req.Shard, msg, msg.Reply, req.Wait)
+	res, err := post(ctx, c, req.Scope, req.Group, req.Shard, msg, msg.Reply, req.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -285,12 +301,8 @@ func (c *conn) SettleGroup(ctx context.Context, req *service.GroupSettle) ([]ser
 	case req.Op == service.SettleExtend && (req.Visibility <= 0 || req.Visibility > c.b.cfg.GroupMaxVisibility):
 		return nil, wire.NewError(wire.CodeInvalidRequest, "an extension's visibility_ms must be 1 to group_max_visibility_ms (%d)", c.b.cfg.GroupMaxVisibility.Milliseconds())
 	}
-	def, err := c.groupStream(ctx, req.Scope)
-	if err != nil {
-		return nil, err
-	}
 	msg := &groups.Settle{Op: req.Op, Claims: req.Claims, Delay: req.Delay, Visibility: req.Visibility, Reply: make(chan groups.SettleResult, 1)}
-	res, err := post(ctx, c, def, req.Group, req.Shard, msg, msg.Reply, 0)
+	res, err := post(ctx, c, req.Scope, req.Group, req.Shard, msg, msg.Reply, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +312,10 @@ func (c *conn) SettleGroup(ctx context.Context, req *service.GroupSettle) ([]ser
 // admin runs one administrative operation on one shard of a group.
 func (c *conn) admin(ctx context.Context, def streams.Def, group string, shard uint32, msg *groups.Admin) (groups.AdminResult, error) {
 	msg.Reply = make(chan groups.AdminResult, 1)
-	res, err := post(ctx, c, def, group, shard, msg, msg.Reply, 0)
+	if shard >= def.Shards {
+		return groups.AdminResult{}, wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", def.Scope, def.Shards, shard)
+	}
+	res, err := post(ctx, c, def.Scope, group, shard, msg, msg.Reply, 0)
 	if err == nil {
 		err = res.Err
 	}

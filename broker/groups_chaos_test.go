@@ -130,7 +130,15 @@ func TestGroupChaos(t *testing.T) {
 	}
 	g := f.c.Group(f.st, "workers", client.GroupOptions{})
 	defer g.Close()
-	if recs, err := g.Poll(ctx, 100, 200*time.Millisecond); err != nil || len(recs) != 0 {
+	// A poll that meets the stopping actor is refused shard_unavailable
+	// (retry); the new actor answers.
+	var recs []client.GroupRecord
+	var err error
+	brokertest.Eventually(t, ctx, "a poll answered after the stop", func() bool {
+		recs, err = g.Poll(ctx, 100, 200*time.Millisecond)
+		return !errors.Is(err, wire.ErrUnavailable)
+	})
+	if err != nil || len(recs) != 0 {
 		t.Fatalf("after the last stop: %d records, %v", len(recs), err)
 	}
 }

@@ -315,3 +315,36 @@ func TestGroupPollGone(t *testing.T) {
 		t.Fatalf("after a gone poll: %+v, %v", recs, err)
 	}
 }
+
+// TestGroupStreamDeleted: deleting a stream deletes its groups; a consumer
+// of the old group gets an error, never records of a stream made again
+// under the same name.
+func TestGroupStreamDeleted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := newGroupFixture(t, ctx, brokertest.Config(t), 3)
+	g := f.c.Group(f.st, "workers", client.GroupOptions{})
+	defer g.Close()
+	if recs, err := g.Poll(ctx, 1, 0); err != nil || len(recs) != 1 {
+		t.Fatalf("poll: %v, %v", recs, err)
+	}
+	if err := f.c.DeleteStream(ctx, f.st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.c.CreateStream(ctx, f.st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	f.publish(t, ctx, 100, 2)
+	// The first poll may meet the old actor (its log closed: storage);
+	// from then on the group is unknown.
+	brokertest.Eventually(t, ctx, "the deleted group unknown", func() bool {
+		recs, err := g.Poll(ctx, 10, 0)
+		if len(recs) > 0 {
+			t.Fatalf("records from the deleted group: %+v", recs)
+		}
+		return errors.Is(err, wire.ErrNotFound)
+	})
+	if names, err := f.c.ListGroups(ctx, f.st); err != nil || len(names) != 0 {
+		t.Fatalf("groups of the new stream: %v, %v", names, err)
+	}
+}

@@ -105,6 +105,10 @@ type Handles struct {
 	// Write posts one state record to the state shard without waiting;
 	// done is called once, on any goroutine, when it is written or failed.
 	Write func(rec []byte, done func(error)) error
+	// Live reports whether both shards still serve with these logs; once
+	// false (the stream was deleted, a shard stopped), the actor answers
+	// shard_unavailable and stops, and the next request resolves anew.
+	Live func() bool
 }
 
 // Hooks count what the actor does (metrics); nil fields are skipped.
@@ -159,6 +163,11 @@ type group struct {
 	wakeAt  time.Time
 	// savedAt is when the cursor was last written.
 	savedAt time.Time
+	// broken is set when a log read or a state write failed: the logs
+	// this actor was given are gone (the stream was deleted, a shard
+	// stopped), so it stops after the message, and the next request
+	// resolves them again in a new one.
+	broken bool
 }
 
 type parked struct {
@@ -205,19 +214,44 @@ func (g *group) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		g.handleStopping()
 		return
-	case *Poll:
-		g.handlePoll(msg)
-	case *Settle:
-		g.handleSettle(msg)
-	case *Admin:
-		g.handleAdmin(ctx, msg)
+	case *Poll, *Settle, *Admin:
+		if !g.live(msg) {
+			ctx.Stop(ctx.Self())
+			return
+		}
+		g.handleRequest(ctx, msg)
 	case *tick:
 		g.handleTick()
 	default:
 		return
 	}
 	g.flush(nil)
+	if g.broken {
+		ctx.Stop(ctx.Self())
+		return
+	}
 	g.arm()
+}
+
+// live refuses a request when the logs are gone (Handles.Live).
+func (g *group) live(msg any) bool {
+	if g.cfg.Handles.Live == nil || g.cfg.Handles.Live() {
+		return true
+	}
+	fail(msg, wire.NewError(wire.CodeShardUnavailable, "the shards of %s for group %s stopped (the stream was deleted, or a shard stopped); try again", g.cfg.Scope, g.cfg.Group))
+	return false
+}
+
+// handleRequest dispatches a request.
+func (g *group) handleRequest(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *Poll:
+		g.handlePoll(m)
+	case *Settle:
+		g.handleSettle(m)
+	case *Admin:
+		g.handleAdmin(ctx, m)
+	}
 }
 
 // handleStarted replays the group's records from the state shard's log.
@@ -318,6 +352,7 @@ func (g *group) poll(msg *Poll, now time.Time) ([]service.GroupRecord, error) {
 	redelivered := g.core.redeliveries
 	recs, err := g.core.poll(g.cfg.Handles.Data, now, msg.Max, msg.MaxBytes, msg.Visibility, msg.Consumer)
 	if err != nil {
+		g.broken = true
 		err = wire.WrapError(wire.CodeStorage, err, "read %s shard %d for group %s", g.cfg.Scope, g.cfg.Shard, g.cfg.Group)
 	}
 	g.count(g.cfg.Hooks.Polled, len(recs))
@@ -487,7 +522,9 @@ func (g *group) flush(done func(error)) {
 		}
 		if err != nil {
 			// The change stays in memory; a restart before it is written
-			// again can only redeliver. A cursor is written again later.
+			// again can only redeliver. This actor stops (broken) and the
+			// next one replays what was written.
+			g.broken = true
 			g.core.saved = 0
 			g.cfg.Log.Warn().Err(err).Str("group", g.cfg.Group).Msg("group state record not written")
 			if done != nil {
