@@ -47,8 +47,8 @@ func TestRecordRefused(t *testing.T) {
 	for _, b := range [][]byte{
 		nil, {1}, {2, 1, 1, 'g'}, {1, 9, 1, 'g'}, {1, 2, 5, 'g'}, {1, 2, 1, 'g', 0},
 		{1, 4, 1, 'g', 0xff, 0xff, 0xff, 0xff, 0x0f}, // a count no body backs
-		{1, 4, 1, 'g', 1, 1, 0},                       // trailing byte
-		{1, 7, 1, 'g', 0},                             // delete with a body
+		{1, 4, 1, 'g', 1, 1, 0},                      // trailing byte
+		{1, 7, 1, 'g', 0},                            // delete with a body
 	} {
 		if _, err := DecodeRecord(b); !errors.Is(err, ErrBadRecord) {
 			t.Errorf("%x: %v, want ErrBadRecord", b, err)
