@@ -64,15 +64,11 @@ func (o *consumeOpts) run(ctx context.Context, args []string) error {
 	if o.consumer == "" {
 		o.consumer = "felix-" + strconv.Itoa(os.Getpid())
 	}
-	c, err := o.conn.dial(ctx)
+	c, closeClient, err := o.conn.dialClosing(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		defer cancel()
-		_ = c.Close(cctx)
-	}()
+	defer closeClient()
 	g := c.Group(o.conn.streamRef(), o.group, client.GroupOptions{Shard: o.shard, Consumer: o.consumer})
 	defer g.Close()
 	fmt.Fprintf(os.Stderr, "consuming %s shard %d as group %s\n", o.conn.scope(), o.shard, o.group)

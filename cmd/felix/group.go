@@ -73,15 +73,11 @@ func (o *groupOpts) run(ctx context.Context, args []string) error {
 	if o.group == "" && verb != "ls" {
 		return usagef("--group is required")
 	}
-	c, err := o.conn.dial(ctx)
+	c, closeClient, err := o.conn.dialClosing(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		defer cancel()
-		_ = c.Close(cctx)
-	}()
+	defer closeClient()
 	st := o.conn.streamRef()
 	switch verb {
 	case "create", "seek":
@@ -198,4 +194,18 @@ func (o *groupOpts) printInfo(info client.GroupInfo) error {
 			s.DeadLetters, s.Redeliveries, strings.Join(s.Consumers, ","))
 	}
 	return w.Flush()
+}
+
+// dialClosing dials, and returns with the client what closes it (within
+// closeTimeout), for a deferred call.
+func (o *connOpts) dialClosing(ctx context.Context) (*client.Client, func(), error) {
+	c, err := o.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = c.Close(cctx)
+	}, nil
 }

@@ -37,15 +37,11 @@ func main() {
 func run(server, name string, count, size, consumers, batch int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	nc, err := nats.Connect(server)
+	nc, js, err := connect(server)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	subject := "grp." + name
 	_ = js.DeleteStream(ctx, name)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
@@ -95,15 +91,11 @@ func run(server, name string, count, size, consumers, batch int) error {
 // confirmed one by one; the connection is flushed at the end) until count
 // records were acked by all consumers.
 func consume(ctx context.Context, server, name string, batch int, count int64, acked *atomic.Int64) error {
-	nc, err := nats.Connect(server)
+	nc, js, err := connect(server)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	cons, err := js.Consumer(ctx, name, "workers")
 	if err != nil {
 		return err
@@ -127,4 +119,18 @@ func consume(ctx context.Context, server, name string, batch int, count int64, a
 	}
 	// Acks are published asynchronously: flush so the server has them all.
 	return nc.FlushWithContext(ctx)
+}
+
+// connect opens a connection and its JetStream context.
+func connect(server string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(server)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }
