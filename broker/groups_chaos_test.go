@@ -78,11 +78,11 @@ func consumeAll(ctx context.Context, c *client.Client, st client.Stream, consume
 	return &wg
 }
 
-// TestGroupChaos: group actors killed by panic and by stop while four
+// TestChaosGroups: group actors killed by panic and by stop while four
 // consumers consume lose nothing that was acked: every record is acked at
 // least once, and once everything is acked, stopping the actors again
 // hands nothing out again (the cursor was written).
-func TestGroupChaos(t *testing.T) {
+func TestChaosGroups(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := brokertest.Config(t)
