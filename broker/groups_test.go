@@ -348,3 +348,37 @@ func TestGroupStreamDeleted(t *testing.T) {
 		t.Fatalf("groups of the new stream: %v, %v", names, err)
 	}
 }
+
+// TestGroupPermissions: group.consume polls and settles; group.manage
+// administers; stream rights alone do neither.
+func TestGroupPermissions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := brokertest.Config(t)
+	f := newGroupFixture(t, ctx, cfg, 2)
+	dial := func(grant string) *client.Client {
+		return brokertest.DialOptions(t, f.b, cfg, client.Options{Token: brokertest.Token(t, cfg, "default", grant)})
+	}
+	reader := dial("stream.subscribe:default/*")
+	consumer := dial("group.consume:default/jobs")
+	rg := reader.Group(f.st, "workers", client.GroupOptions{})
+	defer rg.Close()
+	if _, err := rg.Poll(ctx, 1, 0); !errors.Is(err, wire.ErrForbidden) {
+		t.Fatalf("poll with stream.subscribe only: %v", err)
+	}
+	cg := consumer.Group(f.st, "workers", client.GroupOptions{})
+	defer cg.Close()
+	recs, err := cg.Poll(ctx, 1, 0)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("poll with group.consume: %v, %v", recs, err)
+	}
+	if err := cg.Ack(ctx, recs...); err != nil {
+		t.Fatalf("ack with group.consume: %v", err)
+	}
+	if _, err := consumer.CreateGroup(ctx, f.st, "mine", client.GroupStart{}); !errors.Is(err, wire.ErrForbidden) {
+		t.Fatalf("create with group.consume: %v", err)
+	}
+	if _, err := consumer.DescribeGroup(ctx, f.st, "workers"); !errors.Is(err, wire.ErrForbidden) {
+		t.Fatalf("describe with group.consume: %v", err)
+	}
+}
