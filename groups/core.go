@@ -221,8 +221,12 @@ func (c *core) poll(log Log, now time.Time, limit, maxBytes int, vis time.Durati
 		out = append(out, c.handOut(it.off, e, rec, now, vis))
 		bytes += len(rec.Value)
 	}
-	if c.next < log.StartOffset() {
-		c.next, c.ahead = log.StartOffset(), nil
+	if start := log.StartOffset(); c.next < start {
+		// Retention deleted what was never handed out: nothing below the
+		// oldest kept record can be settled any more, so the cursor jumps
+		// rather than walks there.
+		c.next, c.ahead = start, nil
+		c.cursor = max(c.cursor, start)
 		c.advance()
 	}
 	for !full() && len(c.pending) < c.lim.MaxInFlight {

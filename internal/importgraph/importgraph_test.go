@@ -88,6 +88,8 @@ var layers = []struct {
 		"the raw quic-go ceiling uses Felix's QUIC settings and nothing else of Felix"},
 	{"bench/chart", nil,
 		"the chart tool reads result files only"},
+	{"bench/groupbench", []string{"client", "wire"},
+		"the Felix side of compare.sh's consumer group row: a client of a broker it does not start"},
 	{"bench/soak", []string{"client", "internal/quicconf", "wire"},
 		"the soak benchmark runs felix as a child process and drives it from outside: the client, and raw QUIC speaking wire frames for its hostile clients"},
 	{"internal/importgraph", nil,
