@@ -192,7 +192,15 @@ func TestGroupBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	// The state stream is nobody's to see.
+	checkNothingLost(t, ctx, f, g)
+}
+
+// checkNothingLost follows TestGroupBadInput: the state stream is not
+// listed; "others" gets all 5 records; "workers" the 3 never handed out
+// (1 waits for its nack's hour).
+func checkNothingLost(t *testing.T, ctx context.Context, f *groupFixture, g *client.Group) {
+	t.Helper()
+	c := f.c
 	list, err := c.ListStreams(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -202,8 +210,6 @@ func TestGroupBadInput(t *testing.T) {
 			t.Errorf("listed the broker's own stream %s", s.Stream.Name)
 		}
 	}
-	// Nothing lost: "others" gets all 5; "workers" the 3 never handed out
-	// (1 waits for its nack's hour).
 	other := c.Group(f.st, "others", client.GroupOptions{})
 	defer other.Close()
 	if all, err := other.Poll(ctx, 10, 0); err != nil || !slices.Equal(offsets(all), []uint64{0, 1, 2, 3, 4}) {
@@ -221,7 +227,8 @@ func TestGroupBadInput(t *testing.T) {
 // TestGroupVisibilityDeadLetters: a consumer that stops settling gets its
 // records back after the visibility timeout with attempts one higher;
 // after group_max_attempts they are dead letters; redrive hands them out
-// again; the dead letters survive a restart.
+// again; discard forgets them. (Their surviving a restart:
+// TestGroupStateSurvivesRestart.)
 func TestGroupVisibilityDeadLetters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
