@@ -80,9 +80,12 @@ func (g *Group) Poll(ctx context.Context, max int, wait time.Duration) ([]GroupR
 	if !ok {
 		return nil, fmt.Errorf("%w: group_poll answered with %s", ErrProtocol, res.Type())
 	}
-	out := make([]GroupRecord, len(m.Records))
-	for i, r := range m.Records {
-		out[i] = GroupRecord{Offset: r.Offset, Time: time.UnixMilli(r.TimeMS).UTC(), Attempts: r.Attempts, Payload: r.Payload}
+	if !m.Valid() {
+		return nil, fmt.Errorf("%w: group_records with columns of unequal length", ErrProtocol)
+	}
+	out := make([]GroupRecord, len(m.Offsets))
+	for i, off := range m.Offsets {
+		out[i] = GroupRecord{Offset: off, Time: time.UnixMilli(m.TimesMS[i]).UTC(), Attempts: m.Attempts[i], Payload: m.Payloads[i]}
 	}
 	return out, nil
 }
@@ -138,9 +141,9 @@ func (g *Group) settleOp(ctx context.Context, m *wire.GroupSettle, recs []GroupR
 	var failures []wire.ClaimFailure
 	for len(recs) > 0 {
 		n := min(len(recs), wire.GroupMaxClaims)
-		m.Claims = make([]wire.Claim, n)
+		m.Offsets, m.Attempts = make([]uint64, n), make([]uint32, n)
 		for i, r := range recs[:n] {
-			m.Claims[i] = wire.Claim{Offset: r.Offset, Attempt: r.Attempts}
+			m.Offsets[i], m.Attempts[i] = r.Offset, r.Attempts
 		}
 		recs = recs[n:]
 		res, err := g.settle.call(ctx, m)

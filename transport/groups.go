@@ -82,9 +82,12 @@ func pollGroup(ctx context.Context, s service.Session, m *wire.GroupPoll) (wire.
 	if err != nil {
 		return nil, err
 	}
-	out := &wire.GroupRecords{RequestID: m.RequestID, Records: make([]wire.GroupRecord, len(recs))}
+	out := &wire.GroupRecords{
+		RequestID: m.RequestID, Offsets: make([]uint64, len(recs)), TimesMS: make([]int64, len(recs)),
+		Attempts: make([]uint32, len(recs)), Payloads: make([][]byte, len(recs)),
+	}
 	for i, r := range recs {
-		out.Records[i] = wire.GroupRecord{Offset: r.Offset, TimeMS: r.Time.UnixMilli(), Attempts: r.Attempts, Payload: r.Value}
+		out.Offsets[i], out.TimesMS[i], out.Attempts[i], out.Payloads[i] = r.Offset, r.Time.UnixMilli(), r.Attempts, r.Value
 	}
 	return out, nil
 }
@@ -100,9 +103,12 @@ func settleGroup(ctx context.Context, s service.Session, m *wire.GroupSettle) (w
 	if !ok {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "op %q is not ack, nack, extend or dead_letter", m.Op)
 	}
-	claims := make([]service.Claim, len(m.Claims))
-	for i, c := range m.Claims {
-		claims[i] = service.Claim{Offset: c.Offset, Attempt: c.Attempt}
+	if len(m.Offsets) != len(m.Attempts) {
+		return nil, wire.NewError(wire.CodeInvalidRequest, "group_settle names %d offsets and %d attempts; one each per claim", len(m.Offsets), len(m.Attempts))
+	}
+	claims := make([]service.Claim, len(m.Offsets))
+	for i, off := range m.Offsets {
+		claims[i] = service.Claim{Offset: off, Attempt: m.Attempts[i]}
 	}
 	failed, err := s.SettleGroup(ctx, &service.GroupSettle{
 		GroupRef: service.GroupRef{Scope: m.Scope(), Group: m.Group, Shard: m.Shard},
