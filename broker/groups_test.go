@@ -389,3 +389,48 @@ func TestGroupPermissions(t *testing.T) {
 		t.Fatalf("describe with group.consume: %v", err)
 	}
 }
+
+// TestGroupRawBadInput: group requests a Go client would never send are
+// answered with typed errors on the stream, which keeps serving.
+func TestGroupRawBadInput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := brokertest.Config(t)
+	f := newGroupFixture(t, ctx, cfg, 2)
+	rc := brokertest.DialRaw(t, f.b, cfg)
+	st, _ := rc.MustHandshake(t, ctx)
+	target := func(id uint64) *wire.GroupSettle {
+		return &wire.GroupSettle{RequestID: id, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "workers"}
+	}
+	uneven := target(1)
+	uneven.Op, uneven.Offsets, uneven.Attempts = wire.SettleAck, []uint64{0, 1}, []uint32{1}
+	badOp := target(2)
+	badOp.Op, badOp.Offsets, badOp.Attempts = "explode", []uint64{0}, []uint32{1}
+	none := target(3)
+	none.Op = wire.SettleAck
+	for _, m := range []wire.Message{
+		uneven, badOp, none,
+		&wire.GroupPoll{RequestID: 4, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "workers", MaxRecords: 1001},
+		&wire.GroupCreate{RequestID: 5, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "g", Start: "sideways"},
+		&wire.GroupPoll{RequestID: 6, Tenant: "default", Namespace: "default", Stream: wire.GroupStreamPrefix + "jobs", Group: "workers"},
+	} {
+		if err := st.Send(m); err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", m.Type(), err)
+		}
+		if e, ok := res.(*wire.ErrorMsg); !ok || e.Code != wire.CodeInvalidRequest {
+			t.Fatalf("%s answered %#v, want invalid_request", m.Type(), res)
+		}
+	}
+	// The stream still serves, and nothing was settled.
+	if err := st.Send(&wire.GroupPoll{RequestID: 7, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "workers", MaxRecords: 10}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.ReadMessage(ctx)
+	if recs, ok := res.(*wire.GroupRecords); err != nil || !ok || !slices.Equal(recs.Offsets, []uint64{0, 1}) {
+		t.Fatalf("poll after bad input: %#v, %v", res, err)
+	}
+}
