@@ -65,12 +65,17 @@ func (c *Client) Group(s Stream, name string, opts GroupOptions) *Group {
 // Poll claims up to max records (1 to 1000), waiting up to wait for some
 // when none is available (0 answers at once). It may return none.
 func (g *Group) Poll(ctx context.Context, max int, wait time.Duration) ([]GroupRecord, error) {
+	return g.poll(ctx, max, wait, g.opts.Visibility)
+}
+
+// poll is Poll with the visibility to claim for (0: the broker's default).
+func (g *Group) poll(ctx context.Context, max int, wait, visibility time.Duration) ([]GroupRecord, error) {
 	if max < 1 || max > wire.GroupMaxPollRecords || wait < 0 || wait.Milliseconds() > int64(^uint32(0)) {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "poll 1 to %d records, waiting 0 to 2^32 ms (got %d, %s)", wire.GroupMaxPollRecords, max, wait)
 	}
 	res, err := g.poller.call(ctx, &wire.GroupPoll{
 		Tenant: g.scope.Tenant, Namespace: g.scope.Namespace, Stream: g.scope.Stream, Group: g.name, Shard: g.opts.Shard,
-		MaxRecords: uint32(max), WaitMS: uint32(wait.Milliseconds()), VisibilityMS: uint32(g.opts.Visibility.Milliseconds()),
+		MaxRecords: uint32(max), WaitMS: uint32(wait.Milliseconds()), VisibilityMS: uint32(min(visibility.Milliseconds(), int64(^uint32(0)))),
 		Consumer: g.opts.Consumer,
 	})
 	if err != nil {
@@ -191,7 +196,7 @@ func (g *Group) Consume(ctx context.Context, opts ConsumeOptions, handler func(c
 		opts.Wait = 5 * time.Second
 	}
 	for ctx.Err() == nil {
-		recs, err := g.Poll(ctx, opts.Batch, opts.Wait)
+		recs, err := g.poll(ctx, opts.Batch, opts.Wait, g.consumeVisibility())
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -216,10 +221,7 @@ func (g *Group) Consume(ctx context.Context, opts ConsumeOptions, handler func(c
 // handle runs handler on one record, extending its claim meanwhile, and
 // settles it.
 func (g *Group) handle(ctx context.Context, r GroupRecord, opts ConsumeOptions, handler func(context.Context, GroupRecord) error) error {
-	vis := g.opts.Visibility
-	if vis <= 0 {
-		vis = 30 * time.Second // the broker's default; extending early is harmless
-	}
+	vis := g.consumeVisibility()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -254,6 +256,16 @@ func (g *Group) handle(ctx context.Context, r GroupRecord, opts ConsumeOptions, 
 		return nil // the claim expired meanwhile: the record comes again
 	}
 	return err
+}
+
+// consumeVisibility is the visibility Consume claims records for: the
+// Group's, else 30 s (the broker's default, stated, so that Consume knows
+// when to extend whatever the broker's group_visibility_timeout_ms is).
+func (g *Group) consumeVisibility() time.Duration {
+	if g.opts.Visibility > 0 {
+		return g.opts.Visibility
+	}
+	return 30 * time.Second
 }
 
 // rpcStream is a QUIC stream of one request at a time: a request, then its
