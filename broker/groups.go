@@ -68,8 +68,14 @@ func (c *conn) checkGroup(scope wire.Scope, group string, action auth.Action) er
 }
 
 // groupStream returns the definition of a stream groups may use: it
-// exists (it is never created here) and is durable.
+// exists (it is never created here) and is durable. A cluster member
+// refuses: nothing places a group's state shard with its data shard yet
+// (ARCHITECTURE.md, invariant 11), so it says so rather than fail later
+// with a not_leader for a stream the client never named.
 func (c *conn) groupStream(ctx context.Context, scope wire.Scope) (streams.Def, error) {
+	if c.b.node.Load() != nil {
+		return streams.Def{}, wire.NewError(wire.CodeInvalidRequest, "consumer groups work on a single broker for now; this broker is a cluster member")
+	}
 	def, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
 	if err != nil {
 		return def, err
