@@ -380,11 +380,9 @@ func (g *group) handleSettle(msg *Settle) {
 	g.core.expire(now)
 	dead := g.core.deadLettered
 	failed := g.core.settle(msg.Op, msg.Claims, now, msg.Delay, msg.Visibility)
-	g.count(func(n int) {
-		if g.cfg.Hooks.Settled != nil {
-			g.cfg.Hooks.Settled(msg.Op, n)
-		}
-	}, len(msg.Claims)-len(failed))
+	if n := len(msg.Claims) - len(failed); g.cfg.Hooks.Settled != nil && n > 0 {
+		g.cfg.Hooks.Settled(msg.Op, n)
+	}
 	g.count(g.cfg.Hooks.DeadLettered, int(g.core.deadLettered-dead))
 	msg.Reply <- SettleResult{Failures: failed}
 	if g.core.cursor-g.core.saved >= checkpointEvery {
