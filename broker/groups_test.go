@@ -267,6 +267,11 @@ func TestGroupVisibilityDeadLetters(t *testing.T) {
 	if err != nil || info.Shards[0].Cursor != 3 || info.Shards[0].DeadLetters != 3 {
 		t.Fatalf("describe: %+v, %v", info, err)
 	}
+	// Each record was handed out 3 times: 2 redeliveries each.
+	if dead, again := brokertest.Value(t, f.b, "felix_group_dead_letters_total", "tenant", "default"),
+		brokertest.Value(t, f.b, "felix_group_redeliveries_total", "tenant", "default"); dead != 3 || again != 6 {
+		t.Fatalf("metrics: %v dead letters, %v redeliveries; want 3 and 6", dead, again)
+	}
 	n, err := f.c.Redrive(ctx, f.st, "workers", 0, []uint64{1}, false)
 	if err != nil || n != 1 {
 		t.Fatalf("redrive: %d, %v", n, err)

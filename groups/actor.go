@@ -168,6 +168,8 @@ type group struct {
 	// stopped), so it stops after the message, and the next request
 	// resolves them again in a new one.
 	broken bool
+	// deadCounted is core.deadLettered as last told to the hooks.
+	deadCounted uint64
 }
 
 type parked struct {
@@ -225,6 +227,11 @@ func (g *group) Receive(ctx actor.Context) {
 	default:
 		return
 	}
+	if g.core != nil {
+		// Dead letters come from settlements and from expiries alike.
+		g.count(g.cfg.Hooks.DeadLettered, int(g.core.deadLettered-g.deadCounted))
+		g.deadCounted = g.core.deadLettered
+	}
 	g.flush(nil)
 	if g.broken {
 		ctx.Stop(ctx.Self())
@@ -258,7 +265,7 @@ func (g *group) handleRequest(ctx actor.Context, msg any) {
 func (g *group) handleStarted(ctx actor.Context) {
 	g.self, g.system = ctx.Self(), ctx.ActorSystem()
 	g.core = newCore(g.cfg.Group, g.cfg.Limits)
-	g.loadErr = nil
+	g.loadErr, g.deadCounted = nil, 0
 	g.savedAt = time.Now()
 	if err := g.replay(); err != nil {
 		g.loadErr = wire.WrapError(wire.CodeStorage, err, "replay group %s of %s shard %d", g.cfg.Group, g.cfg.Scope, g.cfg.Shard)
@@ -378,12 +385,10 @@ func (g *group) handleSettle(msg *Settle) {
 	}
 	now := time.Now()
 	g.core.expire(now)
-	dead := g.core.deadLettered
 	failed := g.core.settle(msg.Op, msg.Claims, now, msg.Delay, msg.Visibility)
 	if n := len(msg.Claims) - len(failed); g.cfg.Hooks.Settled != nil && n > 0 {
 		g.cfg.Hooks.Settled(msg.Op, n)
 	}
-	g.count(g.cfg.Hooks.DeadLettered, int(g.core.deadLettered-dead))
 	msg.Reply <- SettleResult{Failures: failed}
 	if g.core.cursor-g.core.saved >= checkpointEvery {
 		g.checkpoint(now)
