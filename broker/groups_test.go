@@ -103,6 +103,21 @@ func TestGroupPollAckNack(t *testing.T) {
 	if err != nil || info.Shards[0].Cursor != 10 || info.Shards[0].Lag != 0 || info.Shards[0].InFlight != 0 || !slices.Equal(info.Shards[0].Consumers, []string{"w1"}) {
 		t.Fatalf("describe at the end: %+v, %v", info, err)
 	}
+	// The group actor is in the tree, under the groups supervisor, with
+	// its bounded mailbox.
+	var found bool
+	for _, a := range f.b.Actors() {
+		if a.Kind == "group" {
+			found = a.Path == "felix/groups/default:default:jobs:workers:0" && a.Labels["group"] == "workers" &&
+				a.Capacity == f.cfg.GroupQueueDepth && a.Policy == "drop_new"
+			if !found {
+				t.Fatalf("group actor in the tree: %+v", a)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no group actor in the tree")
+	}
 	// A long poll with nothing left waits, and is answered by a publish.
 	done := make(chan []client.GroupRecord, 1)
 	go func() {
