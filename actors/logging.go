@@ -71,6 +71,8 @@ func KindOf(pid *actor.PID) Kind {
 		return KindLane
 	case "connections":
 		return KindConnWriter
+	case "groups":
+		return KindGroup
 	}
 	return ""
 }

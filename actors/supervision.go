@@ -18,6 +18,7 @@ const (
 	KindLane       Kind = "lane"
 	KindConnWriter Kind = "connection_writer"
 	KindSession    Kind = "session"
+	KindGroup      Kind = "group"
 )
 
 // Restart limits for the data-path actors: a child that fails more than

@@ -27,12 +27,18 @@
 #                  default sync, Felix on_commit vs sync_interval: always
 #   slow consumer  a SIGSTOPped subscriber next to a healthy one: the healthy
 #                  one's rate as a share of its rate with no frozen peer
+#   group          poll + ack of 128 B records, one group, 4 consumers on
+#                  their own connections, GROUP_N records published first:
+#                  bench/groupbench (a Felix consumer group, batches of 100)
+#                  vs bench/natslat/jspull (a JetStream pull consumer, file
+#                  storage, explicit acks, fetches of 100)
 # It writes bench/results/latest.md (the table), latest.tsv (medians),
 # latest-raw.tsv (every run) and latest.svg (the chart, from bench/chart).
 #
 # Sizes can be changed through the environment: CORE_N_128 (1000000),
 # CORE_N_1K (200000), LAT_DUR (10s), SLOW_N (1000000), STEP_TIMEOUT (180,
-# seconds, the bound on any one command). IDLE_MIN (0: off) gates each
+# seconds, the bound on any one command), GROUP_N (100000). SCENARIOS
+# (default "core latency slow durable group") runs only those. IDLE_MIN (0: off) gates each
 # Felix/NATS pair on the machine being at least that % idle (vmstat, 1 s),
 # waiting up to GATE_WAIT seconds (60) and then running anyway; the idle
 # seen before each pair goes into the report.
@@ -56,12 +62,14 @@ LAT_DUR=${LAT_DUR:-10s}
 SLOW_N=${SLOW_N:-1000000}
 DUR_N=${DUR_N:-500000}
 DUR_SYNC_N=${DUR_SYNC_N:-50000}
+GROUP_N=${GROUP_N:-100000}
+SCENARIOS=${SCENARIOS:-core latency slow durable group}
 STEP_TIMEOUT=${STEP_TIMEOUT:-180}
 IDLE_MIN=${IDLE_MIN:-0}
 GATE_WAIT=${GATE_WAIT:-60}
 if ((QUICK)); then
 	CORE_N_128=$((CORE_N_128 / 10)) CORE_N_1K=$((CORE_N_1K / 10)) SLOW_N=$((SLOW_N / 10))
-	DUR_N=$((DUR_N / 10)) DUR_SYNC_N=$((DUR_SYNC_N / 10))
+	DUR_N=$((DUR_N / 10)) DUR_SYNC_N=$((DUR_SYNC_N / 10)) GROUP_N=$((GROUP_N / 10))
 	LAT_DUR=3s RUNS=1
 fi
 
@@ -135,8 +143,9 @@ install_tool() { # BIN MODULE@VERSION
 install_tool nats-server "$NATS_SERVER_MOD"
 install_tool nats "$NATSCLI_MOD"
 log "building felix, bench/natslat and bench/chart"
-(cd "$ROOT" && go build -o "$TOOLS/felix" ./cmd/felix && go build -o "$TOOLS/chart" ./bench/chart && go build -o "$TOOLS/quicraw" ./bench/quicraw)
-(cd "$BENCH/natslat" && go build -o "$TOOLS/natslat" .)
+(cd "$ROOT" && go build -o "$TOOLS/felix" ./cmd/felix && go build -o "$TOOLS/chart" ./bench/chart && go build -o "$TOOLS/quicraw" ./bench/quicraw &&
+	go build -o "$TOOLS/groupbench" ./bench/groupbench)
+(cd "$BENCH/natslat" && go build -o "$TOOLS/natslat" . && go build -o "$TOOLS/jspull" ./jspull)
 FELIX=$TOOLS/felix
 NATS=$TOOLS/nats
 
@@ -346,6 +355,24 @@ durable() {
 	fi
 }
 
+# group RUN SYSTEM: a consumer group's poll + ack of GROUP_N 128 B records
+# with 4 consumers (Felix: periodic fsync; JetStream: its default sync).
+group() {
+	local run=$1 sys=$2 out rc=0
+	if [[ $sys == felix ]]; then
+		out=$(bounded "$TOOLS/groupbench" --broker "$LOSSLESS_ADDR" --ca "$LOSSLESS_CA" --token "$LOSSLESS_TOKEN" \
+			--stream "grp-$run" --count "$GROUP_N" --size 128 --consumers 4 --batch 100 2>"$WORK/group.err") || rc=$?
+	else
+		out=$(bounded "$TOOLS/jspull" --server "$NATS_URL" --stream "GRP$run" --count "$GROUP_N" --size 128 --consumers 4 \
+			--batch 100 2>"$WORK/group.err") || rc=$?
+	fi
+	((rc == 0)) || log "  $sys group bench exited $rc: $(tr '\n' ' ' <"$WORK/group.err")"
+	rec "group poll+ack 128 B, 4 consumers" "$sys" "$run" "acked msgs/s" "$(jget msgs_per_s <<<"$out")"
+}
+
+# wants FAMILY: whether SCENARIOS includes it.
+wants() { [[ " $SCENARIOS " == *" $1 "* ]]; }
+
 human_size() { if (($1 % 1024 == 0)); then echo "$(($1 / 1024)) KiB"; else echo "$1 B"; fi; }
 
 # gate: waits (up to GATE_WAIT s) for IDLE_MIN % idle; records the idle seen.
@@ -377,19 +404,26 @@ both() {
 START=$(date +%s)
 for ((run = 1; run <= RUNS; run++)); do
 	log "run $run of $RUNS"
-	both "$run" core "$run" 128 "$CORE_N_128" 1
-	core "$run" 128 "$CORE_N_128" 1 quic
-	both "$run" core "$run" 128 "$CORE_N_128" 10
-	core "$run" 128 "$CORE_N_128" 10 quic
-	both "$run" core "$run" 1024 "$CORE_N_1K" 1
-	core "$run" 1024 "$CORE_N_1K" 1 quic
-	both "$run" core "$run" 1024 "$CORE_N_1K" 10
-	core "$run" 1024 "$CORE_N_1K" 10 quic
-	both "$run" latency "$run" 1
-	both "$run" latency "$run" 10
-	both "$run" slow "$run"
-	both "$run" durable "$run" default
-	both "$run" durable "$run" always
+	if wants core; then
+		both "$run" core "$run" 128 "$CORE_N_128" 1
+		core "$run" 128 "$CORE_N_128" 1 quic
+		both "$run" core "$run" 128 "$CORE_N_128" 10
+		core "$run" 128 "$CORE_N_128" 10 quic
+		both "$run" core "$run" 1024 "$CORE_N_1K" 1
+		core "$run" 1024 "$CORE_N_1K" 1 quic
+		both "$run" core "$run" 1024 "$CORE_N_1K" 10
+		core "$run" 1024 "$CORE_N_1K" 10 quic
+	fi
+	if wants latency; then
+		both "$run" latency "$run" 1
+		both "$run" latency "$run" 10
+	fi
+	if wants slow; then both "$run" slow "$run"; fi
+	if wants durable; then
+		both "$run" durable "$run" default
+		both "$run" durable "$run" always
+	fi
+	if wants group; then both "$run" group "$run"; fi
 done
 IDLE_END=$(idle)
 ELAPSED=$(($(date +%s) - START))
@@ -462,12 +496,13 @@ done < <(awk -F'\t' '!seen[$1 FS $4]++ { print $1 "\t" $4 }' "$RAW")
 DIRTY=$(git -C "$ROOT" diff --quiet HEAD -- . ':(exclude)bench/results' 2>/dev/null || echo ' with uncommitted changes')
 CMD="bench/compare.sh -n $RUNS"
 ((IDLE_MIN > 0)) && CMD="IDLE_MIN=$IDLE_MIN $CMD"
+[[ $SCENARIOS == "core latency slow durable group" ]] || CMD="SCENARIOS=\"$SCENARIOS\" $CMD"
 ((QUICK)) && CMD="bench/compare.sh --quick"
 {
 	echo "# Felix vs NATS, side by side"
 	echo
 	echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); $RUNS run(s) of each scenario, Felix and NATS alternating; $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
-	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, IDLE_MIN=$IDLE_MIN)"
+	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, GROUP_N=$GROUP_N, SCENARIOS=\"$SCENARIOS\", IDLE_MIN=$IDLE_MIN)"
 	echo "- Machine: $MACHINE; idle ${IDLE_START}% before, ${IDLE_END}% after (vmstat, 1 s);"
 	echo "  idle before each Felix/NATS pair: $(sort -n "$IDLES" | awk '{ v[NR] = $1 } END { printf "min %s%%, median %s%%, max %s%%", v[1], v[int((NR + 1) / 2)], v[NR] }') (gate: IDLE_MIN=$IDLE_MIN)."
 	echo "- Versions: felix at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$DIRTY ($("$FELIX" version | cut -d' ' -f2-)), nats-server $("$TOOLS/nats-server" --version | awk '{print $2}'), natscli $("$NATS" --version)."

@@ -94,6 +94,11 @@ func (b *Broker) AuthorizeNode(token string, action auth.Action) error {
 
 // authorize checks the session's principal for action on scope.
 func (c *conn) authorize(action auth.Action, scope wire.Scope) error {
+	if wire.IsReservedStream(scope.Stream) {
+		// The broker's own streams (a durable stream's groups' state) are
+		// reached only through what they serve.
+		return wire.NewError(wire.CodeInvalidRequest, "stream name %q is reserved for the broker (names starting %q)", scope.Stream, "__felix.")
+	}
 	p := c.principal.Load()
 	if p.Expired(time.Now()) {
 		c.b.metrics.AuthRefused.WithLabelValues("expired").Inc()

@@ -97,6 +97,11 @@ type Broker struct {
 	lanes       []lanes.LaneRef
 	laneGen     int
 
+	// groups is the consumer groups' supervisor (groups.go).
+	groups       *actor.PID
+	groupMetrics *metrics.GroupMetrics
+	groupRefs    sync.Map // groupKey → *groups.Ref
+
 	metrics *metrics.Metrics
 	dir     *actors.Directory
 	// verifier checks tokens; nil under auth none.
@@ -152,6 +157,7 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	b.dir = actors.NewDirectory()
 	b.metrics = metrics.New(b.dir, b.queueTotal)
 	b.metrics.Registry.MustRegister(replicationCollector{&b.replStatus})
+	b.groupMetrics = metrics.NewGroupMetrics(b.metrics.Registry)
 	limits := quota.Config{
 		MaxConnections: cfg.MaxClientConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
 		PublishBytesPerSec: cfg.TenantPublishBytesPerSec, PublishMsgsPerSec: cfg.TenantPublishMsgsPerSec,
@@ -273,6 +279,7 @@ func (b *Broker) spawnTree() error {
 	b.subscribers = spawn("subscribers", children(actors.KindFeeder), b.supervisorProps(actors.KindFeeder))
 	b.lanesSup = spawn("lanes", children(actors.KindLane), b.supervisorProps(actors.KindLane))
 	b.connections = spawn("connections", children(actors.KindConnWriter), b.supervisorProps(actors.KindConnWriter))
+	b.groups = spawn("groups", children(actors.KindGroup), b.groupsSupervisorProps)
 	if err != nil {
 		return fmt.Errorf("broker: spawn supervisors: %w", err)
 	}
@@ -378,7 +385,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 }
 
 func (b *Broker) stopActors() {
-	for _, pid := range []*actor.PID{b.sessions, b.connections, b.lanesSup, b.subscribers, b.registry, b.shards} {
+	for _, pid := range []*actor.PID{b.sessions, b.connections, b.lanesSup, b.subscribers, b.groups, b.registry, b.shards} {
 		if pid == nil {
 			continue
 		}

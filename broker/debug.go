@@ -88,6 +88,7 @@ var (
 var killableKinds = map[string]actors.Kind{
 	string(actors.KindShard): actors.KindShard, string(actors.KindFeeder): actors.KindFeeder,
 	string(actors.KindLane): actors.KindLane, string(actors.KindConnWriter): actors.KindConnWriter,
+	string(actors.KindGroup): actors.KindGroup,
 }
 
 // Kill crashes (mode panic: the actor panics inside its own Receive and its
@@ -121,7 +122,7 @@ func (b *Broker) Kill(req KillRequest) (KillResult, error) {
 	case req.Kind != "":
 		kind, ok := killableKinds[req.Kind]
 		if !ok {
-			return KillResult{}, fmt.Errorf("%w: kind %q (want shard, feeder, lane or connection_writer)", ErrBadKillRequest, req.Kind)
+			return KillResult{}, fmt.Errorf("%w: kind %q (want shard, feeder, lane, connection_writer or group)", ErrBadKillRequest, req.Kind)
 		}
 		var all []*actors.Entry
 		for _, e := range b.dir.List() {

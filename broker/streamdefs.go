@@ -122,7 +122,7 @@ func (c *conn) Streams(ctx context.Context, tenant, namespace string) ([]service
 	}
 	out := make([]service.StreamInfo, 0, len(res.Defs))
 	for _, d := range res.Defs {
-		if mayList(p, d.Scope) {
+		if mayList(p, d.Scope) && !wire.IsReservedStream(d.Scope.Stream) {
 			out = append(out, *streamInfo(d))
 		}
 	}
@@ -139,6 +139,9 @@ func (c *conn) DeleteStream(ctx context.Context, scope wire.Scope) error {
 	}
 	_, err := c.registryRequest(ctx, &streams.DeleteStream{Scope: scope})
 	c.forgetStream(scope)
+	if err == nil {
+		err = c.deleteGroupState(ctx, scope) // groups.go
+	}
 	return err
 }
 

@@ -187,9 +187,10 @@ func TestTreeActors(t *testing.T) {
 		if len(feederConns) != 2 {
 			t.Errorf("the two feeders name %d connections, want 2 (they subscribed on two)", len(feederConns))
 		}
-		// 6 top-level: the five supervisors and felix/registry (stream
-		// definitions); 3 connections have a writer and a session each.
-		if want := 6 + 1 + 2 + cfg.SubscriberWriterLanes + 3 + 3; len(list) != want {
+		// 7 top-level: the six supervisors (groups' included) and
+		// felix/registry (stream definitions); 3 connections have a writer
+		// and a session each.
+		if want := 7 + 1 + 2 + cfg.SubscriberWriterLanes + 3 + 3; len(list) != want {
 			t.Errorf("%d actors listed, want %d; tree:\n%s", len(list), want, treeDump(list))
 		}
 	}
@@ -197,7 +198,7 @@ func TestTreeActors(t *testing.T) {
 	t.Run("Actors", func(t *testing.T) { check(t, b.Actors()) })
 	t.Run("GET /debug/actors", func(t *testing.T) { check(t, debugActors(t, ctx, b, "")) })
 	t.Run("kind filter", func(t *testing.T) {
-		for kind, want := range map[string]int{"feeder": 2, "lane": cfg.SubscriberWriterLanes, "shard": 1, "connection_writer": 3, "session": 3, "supervisor": 6, "nonsense": 0} {
+		for kind, want := range map[string]int{"feeder": 2, "lane": cfg.SubscriberWriterLanes, "shard": 1, "connection_writer": 3, "session": 3, "supervisor": 7, "nonsense": 0} {
 			got := debugActors(t, ctx, b, kind)
 			if len(got) != want {
 				t.Errorf("?kind=%s listed %d actors, want %d:\n%s", kind, len(got), want, treeDump(got))

@@ -166,6 +166,16 @@ type Config struct {
 	// an eighth of the machine's memory; 0 = off).
 	ReplayRingMaxBytesTotal int64 `yaml:"replay_ring_max_bytes_total" help:"payload bytes in every shard's replay ring together; default an eighth of the machine's memory; 0 = off"`
 
+	// Consumer groups (issue #15; reference §5.6). A claim not settled
+	// within GroupVisibilityTimeout is handed out again; after
+	// GroupMaxAttempts hand-outs a record is a dead letter.
+	GroupVisibilityTimeout time.Duration `yaml:"group_visibility_timeout_ms" help:"how long a consumer group's claim on a record lasts before the record is handed out again (a poll may ask for another)"`
+	GroupMaxVisibility     time.Duration `yaml:"group_max_visibility_ms" help:"the longest visibility a poll or an extension may ask for"`
+	GroupMaxAttempts       int           `yaml:"group_max_attempts" help:"hand-outs of one record before it becomes a dead letter"`
+	GroupMaxInFlight       int           `yaml:"group_max_in_flight" help:"unsettled records per group per shard; past it a poll hands out nothing new until settlements arrive"`
+	GroupMaxWait           time.Duration `yaml:"group_max_wait_ms" help:"the longest a group poll waits for records (its wait_ms is capped to it)"`
+	GroupQueueDepth        int           `yaml:"group_queue_depth" help:"bound of each group actor's mailbox (polls, settlements); past it they are refused overloaded"`
+
 	// Cluster mode: set ClusterEtcd and the broker joins a cluster whose
 	// membership, stream definitions and shard owners live in etcd (see
 	// ARCHITECTURE.md, "The cluster"). Empty: a single broker.

@@ -94,6 +94,15 @@ func Default() Config {
 		// Not in the reference: issue #11 (streams made by a publish were never reclaimed).
 		StreamIdleTimeout: 10 * time.Minute,
 
+		GroupVisibilityTimeout: 30 * time.Second, // reference §5.6
+		GroupMaxVisibility:     12 * time.Hour,   // reference §5.6
+		GroupMaxAttempts:       5,                // reference §5.6
+		GroupMaxInFlight:       10000,            // reference §5.6
+		GroupMaxWait:           30 * time.Second, // reference §5.6
+		// Ours: a group actor's mailbox, like a shard's, bounds the
+		// requests waiting for it.
+		GroupQueueDepth: 1024,
+
 		ClusterName:       "felix",
 		ClusterEtcdPrefix: "/felix",
 		ClusterLeaseTTL:   5 * time.Second,

@@ -38,6 +38,7 @@ func (c Config) Validate() error {
 	c.validateAuth(ck)
 	c.validateCluster(ck)
 	c.validateKafka(ck)
+	c.validateGroups(ck)
 	return errors.Join(ck.errs...)
 }
 

@@ -96,6 +96,32 @@ type Session interface {
 	Reauthenticate(ctx context.Context, token string) error
 	// Close ends every subscription of the session; the client is gone.
 	Close()
+
+	// Consumer groups (groups.go). Each needs a durable stream.
+
+	// CreateGroup creates a group at start on every shard; one that exists
+	// is left as it is.
+	CreateGroup(ctx context.Context, scope wire.Scope, group string, start GroupStart) (*GroupInfo, error)
+	// SeekGroup moves an existing group's cursor; claims in flight are
+	// dropped, dead letters kept.
+	SeekGroup(ctx context.Context, scope wire.Scope, group string, start GroupStart) (*GroupInfo, error)
+	// DescribeGroup reports a group's state on every shard.
+	DescribeGroup(ctx context.Context, scope wire.Scope, group string) (*GroupInfo, error)
+	// Groups lists a stream's groups.
+	Groups(ctx context.Context, scope wire.Scope) ([]string, error)
+	// DeleteGroup deletes a group.
+	DeleteGroup(ctx context.Context, scope wire.Scope, group string) error
+	// PollGroup hands out records of one shard, waiting up to req.Wait for
+	// some.
+	PollGroup(ctx context.Context, req *GroupPoll) ([]GroupRecord, error)
+	// SettleGroup settles claims; the ones it could not settle are returned.
+	SettleGroup(ctx context.Context, req *GroupSettle) ([]ClaimFailure, error)
+	// GroupDeadLetters lists up to max dead letters of a shard from offset from.
+	GroupDeadLetters(ctx context.Context, ref GroupRef, from uint64, max int) (*DeadLetters, error)
+	// RedriveGroup hands dead letters (offsets, or all) out again;
+	// DiscardDeadLetters forgets them. Both return how many they changed.
+	RedriveGroup(ctx context.Context, ref GroupRef, offsets []uint64, all bool) (int, error)
+	DiscardDeadLetters(ctx context.Context, ref GroupRef, offsets []uint64, all bool) (int, error)
 }
 
 // Publish is one batch of records for one stream.

@@ -332,7 +332,9 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 	case *wire.Auth:
 		h.handleReauth(ctx, r, m)
 	default:
-		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
+		if !handleGroup(ctx, r, h.session, msg) { // groups.go
+			r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
+		}
 	}
 }
 
@@ -362,7 +364,8 @@ func (h *connHandler) replicationStatus(ctx context.Context, m *wire.Replication
 
 // answerReserve is the room an answer to msg may take.
 func answerReserve(msg wire.Message) int64 {
-	if _, ok := msg.(*wire.StreamRead); ok {
+	switch msg.(type) {
+	case *wire.StreamRead, *wire.GroupPoll:
 		return readAnswerReserve
 	}
 	return controlAnswerReserve

@@ -483,7 +483,7 @@ func newMessage(t MsgType) Message {
 	case TypeProducerInitOK:
 		return &ProducerInitOK{}
 	}
-	return nil
+	return newGroupMessage(t) // groups.go
 }
 
 // ErrUnknownMessage means a control message of a type this version does not know.

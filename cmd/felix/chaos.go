@@ -30,7 +30,7 @@ func newChaosCmd() *command {
 	fs := newFlagSet("chaos")
 	o.admin.register(fs)
 	fs.StringVar(&o.path, "path", "", "kill: the actor at this path (see felix tree)")
-	fs.StringVar(&o.kind, "kind", "", "kill: actors of this kind, at random: shard, feeder, lane, connection_writer")
+	fs.StringVar(&o.kind, "kind", "", "kill: actors of this kind, at random: shard, feeder, lane, connection_writer, group")
 	fs.IntVar(&o.count, "count", 1, "kill: how many actors of --kind")
 	fs.StringVar(&o.mode, "mode", "panic", "panic (the actor crashes inside its Receive and its supervisor restarts it) or stop (removed for good)")
 	fs.StringVar(&o.kinds, "kinds", "feeder,lane", "run: the kinds to kill from, comma-separated")

@@ -114,8 +114,9 @@ func TestChaosCLI(t *testing.T) {
 	if sessions != writers {
 		t.Errorf("felix tree shows %d sessions and %d connection writers, want one of each per connection:\n%s", sessions, writers, out)
 	}
-	// 6 top-level (5 supervisors and the registry), a shard, 2 feeders, 4 lanes.
-	if got, want := len(lines(out)), 6+1+2+4+writers+sessions; got != want {
+	// 7 top-level (6 supervisors, the groups' included, and the
+	// registry), a shard, 2 feeders, 4 lanes.
+	if got, want := len(lines(out)), 7+1+2+4+writers+sessions; got != want {
 		t.Errorf("felix tree printed %d lines, want %d:\n%s", got, want, out)
 	}
 	if feeders := treeJSON(t, b, "--kind", "feeder"); len(feeders) != 2 {

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/getfelix/felix-go/client"
+)
+
+type groupOpts struct {
+	conn    connOpts
+	group   string
+	start   string
+	offset  uint64
+	at      string
+	shard   uint32
+	offsets string
+	all     bool
+	limit   int
+	json    bool
+}
+
+func newGroupCmd() *command {
+	o := &groupOpts{}
+	fs := newFlagSet("group")
+	o.conn.register(fs)
+	fs.StringVar(&o.group, "group", "", "the group's name")
+	fs.StringVar(&o.start, "start", "latest", "create, seek: where the cursor goes: earliest, latest, offset (--offset on --shard) or time (--time)")
+	fs.Uint64Var(&o.offset, "offset", 0, "create, seek with --start offset: the offset on --shard")
+	fs.StringVar(&o.at, "time", "", "create, seek with --start time: RFC 3339, e.g. 2026-01-02T15:04:05Z")
+	fs.Uint32Var(&o.shard, "shard", 0, "the shard of --start offset, dead-letters, redrive and discard")
+	fs.StringVar(&o.offsets, "offsets", "", "redrive, discard: comma-separated dead letters' offsets (or --all)")
+	fs.BoolVar(&o.all, "all", false, "redrive, discard: every dead letter of --shard")
+	fs.IntVar(&o.limit, "limit", 1000, "dead-letters: how many to list")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+	c := &command{
+		name:  "group",
+		args:  "create|ls|describe|seek|rm|dead-letters|redrive|discard",
+		short: "administer consumer groups of durable streams",
+		long: `Administers consumer groups: named cursors over a durable stream's shards
+whose records are handed out to consumers and settled one by one (felix
+consume). A record not settled in time is handed out again; after
+group_max_attempts it is a dead letter (a pointer to its offset).
+
+  felix group create --stream S --group G [--start earliest|latest|offset|time]
+  felix group ls --stream S
+  felix group describe --stream S --group G
+  felix group seek --stream S --group G --start ... 
+  felix group rm --stream S --group G
+  felix group dead-letters --stream S --group G [--shard N]
+  felix group redrive --stream S --group G [--shard N] --offsets 3,7 | --all
+  felix group discard --stream S --group G [--shard N] --offsets 3,7 | --all`,
+		flags: fs,
+	}
+	c.run = o.run
+	return c
+}
+
+func (o *groupOpts) run(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return usagef("group needs one of create, ls, describe, seek, rm, dead-letters, redrive, discard; got %q", args)
+	}
+	verb := args[0]
+	if err := o.conn.check(); err != nil {
+		return err
+	}
+	if o.group == "" && verb != "ls" {
+		return usagef("--group is required")
+	}
+	c, closeClient, err := o.conn.dialClosing(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeClient()
+	st := o.conn.streamRef()
+	switch verb {
+	case "create", "seek":
+		start, err := o.groupStart()
+		if err != nil {
+			return err
+		}
+		do := c.CreateGroup
+		if verb == "seek" {
+			do = c.SeekGroup
+		}
+		info, err := do(ctx, st, o.group, start)
+		if err != nil {
+			return err
+		}
+		return o.printInfo(info)
+	case "describe":
+		info, err := c.DescribeGroup(ctx, st, o.group)
+		if err != nil {
+			return err
+		}
+		return o.printInfo(info)
+	case "ls":
+		names, err := c.ListGroups(ctx, st)
+		if err != nil {
+			return err
+		}
+		return o.printLines(map[string]any{"groups": names}, names)
+	case "rm":
+		if err := c.DeleteGroup(ctx, st, o.group); err != nil {
+			return err
+		}
+		return o.printLines(map[string]string{"deleted": o.group}, []string{"deleted group " + o.group})
+	case "dead-letters":
+		offs, more, err := c.DeadLetters(ctx, st, o.group, o.shard, 0, o.limit)
+		if err != nil {
+			return err
+		}
+		lines := make([]string, len(offs))
+		for i, off := range offs {
+			lines[i] = strconv.FormatUint(off, 10)
+		}
+		if more {
+			lines = append(lines, "(more)")
+		}
+		return o.printLines(map[string]any{"shard": o.shard, "offsets": offs, "more": more}, lines)
+	case "redrive", "discard":
+		return o.changeDead(ctx, c, verb)
+	}
+	return usagef("unknown group command %q (want create, ls, describe, seek, rm, dead-letters, redrive or discard)", verb)
+}
+
+func (o *groupOpts) groupStart() (client.GroupStart, error) {
+	start := client.GroupStart{Kind: o.start, Offset: o.offset, Shard: o.shard}
+	switch o.start {
+	case "earliest", "latest", "offset":
+	case "time":
+		t, err := time.Parse(time.RFC3339Nano, o.at)
+		if err != nil {
+			return start, usagef("--time: %v", err)
+		}
+		start.Time = t
+	default:
+		return start, usagef("--start %q: want earliest, latest, offset or time", o.start)
+	}
+	return start, nil
+}
+
+func (o *groupOpts) changeDead(ctx context.Context, c *client.Client, verb string) error {
+	var offs []uint64
+	for _, s := range strings.Split(o.offsets, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		off, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return usagef("--offsets: %q is not an offset", s)
+		}
+		offs = append(offs, off)
+	}
+	if len(offs) == 0 && !o.all {
+		return usagef("%s needs --offsets or --all", verb)
+	}
+	do := c.Redrive
+	if verb == "discard" {
+		do = c.DiscardDeadLetters
+	}
+	n, err := do(ctx, o.conn.streamRef(), o.group, o.shard, offs, o.all)
+	if err != nil {
+		return err
+	}
+	return o.printLines(map[string]int{verb: n}, []string{fmt.Sprintf("%s: %d dead letters", verb, n)})
+}
+
+func (o *groupOpts) printLines(asJSON any, lines []string) error {
+	if o.json {
+		return json.NewEncoder(os.Stdout).Encode(asJSON)
+	}
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	return nil
+}
+
+func (o *groupOpts) printInfo(info client.GroupInfo) error {
+	if o.json {
+		return json.NewEncoder(os.Stdout).Encode(info)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "group %s on %s\n", info.Group, o.conn.scope())
+	fmt.Fprintln(w, "SHARD\tCURSOR\tCOMMITTED\tLAG\tIN FLIGHT\tOWED\tDEAD LETTERS\tREDELIVERED\tCONSUMERS")
+	for _, s := range info.Shards {
+		fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Shard, s.Cursor, s.Committed, s.Lag, s.InFlight, s.Owed,
+			s.DeadLetters, s.Redeliveries, strings.Join(s.Consumers, ","))
+	}
+	return w.Flush()
+}
+
+// dialClosing dials, and returns with the client what closes it (within
+// closeTimeout), for a deferred call.
+func (o *connOpts) dialClosing(ctx context.Context) (*client.Client, func(), error) {
+	c, err := o.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = c.Close(cctx)
+	}, nil
+}

@@ -1,0 +1,91 @@
+package groups
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/streams"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// stateLog is a state shard's log in memory: Write appends.
+type stateLog struct{ memLog }
+
+func (l *stateLog) write(rec []byte, done func(error)) error {
+	off := uint64(len(l.records))
+	l.records = append(l.records, streams.Record{Offset: off, Value: rec})
+	done(nil)
+	return nil
+}
+
+// TestActorMailboxBound: past the mailbox's bound a poll is refused
+// overloaded at once; requests queued when the actor stops fail
+// shard_unavailable, and the stop writes the cursor: a new actor replays
+// it and hands out only what was not acked.
+func TestActorMailboxBound(t *testing.T) {
+	sys := actor.NewActorSystem(actors.LoggerFactory(zerolog.Nop()))
+	defer sys.Shutdown()
+	state := &stateLog{}
+	cfg := Config{
+		Scope: wire.Scope{Tenant: "t", Namespace: "n", Stream: "s"}, Group: "g", Limits: testLimits,
+		Handles: Handles{Data: newMemLog(5), State: state, Write: state.write},
+	}
+	spawn := func() (*actor.PID, *actors.Mailbox) {
+		var mb *actors.Mailbox
+		pid := sys.Root.Spawn(Props(cfg, 1, func(m *actors.Mailbox) { mb = m }))
+		return pid, mb
+	}
+	pid, mb := spawn()
+	create := &Admin{Op: OpCreate, Reply: make(chan AdminResult, 1)}
+	mb.TryPost(create, 0)
+	if res := <-create.Reply; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	poll := func() *Poll {
+		return &Poll{Max: 2, MaxBytes: 1 << 20, Visibility: time.Minute, Reply: make(chan PollResult, 1)}
+	}
+	mb.Hold()
+	p1, p2 := poll(), poll()
+	if r := mb.TryPost(p1, 0); !r.Accepted() {
+		t.Fatalf("first poll: %v", r)
+	}
+	if r := mb.TryPost(p2, 0); r.Accepted() {
+		t.Fatalf("second poll past the bound of 1: %v", r)
+	}
+	if res := <-p2.Reply; !errors.Is(res.Err, wire.ErrOverloaded) {
+		t.Fatalf("refused poll: %v", res.Err)
+	}
+	mb.Release()
+	if res := <-p1.Reply; res.Err != nil || len(res.Records) != 2 {
+		t.Fatalf("first poll: %+v", res)
+	}
+	// Acked 0; 1 in flight when the actor stops with a poll queued.
+	ack := &Settle{Op: service.SettleAck, Claims: []service.Claim{{Offset: 0, Attempt: 1}}, Reply: make(chan SettleResult, 1)}
+	mb.TryPost(ack, 0)
+	if res := <-ack.Reply; res.Err != nil || res.Failures != nil {
+		t.Fatalf("ack: %+v", res)
+	}
+	mb.Hold()
+	p3 := poll()
+	mb.TryPost(p3, 0)
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-p3.Reply; !errors.Is(res.Err, wire.ErrUnavailable) {
+		t.Fatalf("queued poll at the stop: %v", res.Err)
+	}
+	// A new actor replays the state: 1 and the rest come, 0 does not.
+	_, mb2 := spawn()
+	p4 := poll()
+	p4.Max = 10
+	mb2.TryPost(p4, 0)
+	if res := <-p4.Reply; res.Err != nil || len(res.Records) != 4 || res.Records[0].Offset != 1 {
+		t.Fatalf("after a new start: %+v", res)
+	}
+}
