@@ -445,7 +445,8 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 			OnIdle: func(scope wire.Scope, shard uint32) {
 				b.system.Root.Send(b.registry, &streams.ShardIdle{Scope: scope, Shard: shard})
 			},
-			BlockMaxWait: b.cfg.SubscriberBlockMaxWait,
+			BlockMaxWait:    b.cfg.SubscriberBlockMaxWait,
+			RemoveShardData: b.removeShardLog,
 			OnBlocked: func(waiting bool) {
 				if waiting {
 					b.metrics.ShardsBlocked.Inc()

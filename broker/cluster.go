@@ -299,4 +299,6 @@ func (b *Broker) clusterRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/cluster", b.requireNode(auth.ActionNodeView, b.handleClusterStatus))
 	mux.HandleFunc("POST /debug/cluster/drain", b.requireNode(auth.ActionNodeManage, b.handleClusterDrain))
 	mux.HandleFunc("GET /debug/cluster/actors", b.requireNode(auth.ActionNodeView, b.handleClusterActors))
+	mux.HandleFunc("GET /debug/cluster/replicas", b.requireNode(auth.ActionNodeView, b.handleReplicaSet))
+	mux.HandleFunc("POST /debug/cluster/move-replica", b.requireNode(auth.ActionNodeManage, b.handleMoveReplica))
 }

@@ -91,6 +91,11 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 	if def.RetentionBytes > 0 || def.RetentionAge > 0 {
 		cfg.RetentionBytes, cfg.RetentionAge = def.RetentionBytes, def.RetentionAge
 	}
+	if def.Replicated() {
+		if err := b.checkReplicaID(def, shard); err != nil {
+			return nil, false, err
+		}
+	}
 	opts := []persistence.Option{persistence.WithFileCache(b.logFileCache())}
 	if b.cfg.Chaos {
 		opts = append(opts, persistence.WithFS(&b.disk))
@@ -144,6 +149,21 @@ func (b *Broker) logFileCache() *persistence.FileCache {
 type durableFiles struct {
 	once  sync.Once
 	cache *persistence.FileCache
+}
+
+// removeShardLog deletes one shard's log: its replica moved to another
+// member. Renamed away first, like removeLogs, so the shard made again
+// here later (the replica moved back) starts empty.
+func (b *Broker) removeShardLog(scope wire.Scope, shard uint32) {
+	dir := b.logDir(streams.Def{Scope: scope}, shard)
+	trash := fmt.Sprintf("%s%s%d", dir, wire.TrashSuffix, time.Now().UnixNano())
+	if err := os.Rename(dir, trash); err != nil {
+		b.log.Warn().Err(err).Str("dir", dir).Msg("delete a moved replica's data")
+		return
+	}
+	if err := os.RemoveAll(trash); err != nil {
+		b.log.Warn().Err(err).Str("dir", trash).Msg("delete a moved replica's data")
+	}
 }
 
 // removeLogs deletes a deleted durable stream's data. The directory is

@@ -3,6 +3,10 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -83,16 +87,22 @@ func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inb
 	// durable_fsync on_commit: a quorum has each acknowledged entry on disk;
 	// periodic (or none): in memory, made durable by the log's policy.
 	storage.SetLazySync(!rl.onCommit)
-	peers := make([]raft.Peer, len(set.Members))
-	for i, m := range set.Members {
-		peers[i] = raft.Peer{ID: m.ID}
+	// Only the replicas the group was made with start it from an empty
+	// log; one added later (a move) waits for the leader to contact it.
+	var peers []raft.Peer
+	if set.Bootstraps(id) {
+		for _, m := range set.Members {
+			if set.Bootstraps(m.ID) {
+				peers = append(peers, raft.Peer{ID: m.ID})
+			}
+		}
 	}
 	logger := b.log.With().Str("stream", def.Scope.String()).Uint32("shard", shard).Logger()
 	r, err := replication.NewReplica(replication.Config{ID: id, Storage: storage, Peers: peers, Log: logger.Level(zerolog.WarnLevel)})
 	if err != nil {
 		return nil, err
 	}
-	sr := &shardReplica{r: r, key: key, group: replicaGroup(def, shard), set: set, node: node, link: link, applied: rl.applied, log: logger, b: b}
+	sr := &shardReplica{r: r, key: key, id: id, group: replicaGroup(def, shard), set: set, node: node, link: link, applied: rl.applied, log: logger, b: b}
 	sr.applied.Store(rl.StartOffset())
 	if sr.unregister, err = link.Register(sr.group, func(_ string, data []byte) { inbox.Deliver(data) }); err != nil {
 		return nil, err
@@ -108,8 +118,9 @@ var errNoPeerLink = errors.New("this member has no peer link for replicated shar
 type shardReplica struct {
 	r          *replication.Replica
 	key        cluster.ShardKey
+	id         uint64 // this replica's raft id
 	group      string
-	set        cluster.ReplicaSet
+	set        cluster.ReplicaSet // as last read from the cluster (refreshSet)
 	node       *cluster.Node
 	link       peerLink
 	applied    *atomic.Uint64
@@ -122,6 +133,11 @@ type shardReplica struct {
 	// record in; leader the last leader it saw.
 	claimed, leader uint64
 	ticks           uint64
+	// removed: the replica set no longer names this member (a move took
+	// the replica elsewhere).
+	removed bool
+	// mover carries out the set's move when this replica leads.
+	mover replicaMover
 }
 
 var _ streams.Replica = (*shardReplica)(nil)
@@ -153,9 +169,32 @@ func (s *shardReplica) Propose(records, attrs [][]byte, stamp *streams.Stamp) (s
 func (s *shardReplica) Tick() {
 	s.r.Tick()
 	if s.ticks++; s.ticks%statusTicks == 0 {
-		s.b.replStatus.put(s.key, s.statusOf(s.r.Status()))
+		s.refreshSet()
+		st := s.r.Status()
+		s.b.replStatus.put(s.key, s.statusOf(st))
+		if st.State == raft.StateLeader {
+			s.mover.step(s, st)
+		}
 	}
 }
+
+// refreshSet reads the replica set again: a move changes it.
+func (s *shardReplica) refreshSet() {
+	set, ok := s.node.ReplicaSet(s.key)
+	if !ok {
+		return
+	}
+	s.set = set
+	// Named with another raft id: this replica was removed and the member
+	// added again since (a move away and back faster than a refresh).
+	if id, in := set.Has(s.node.ID()); !in || id != s.id {
+		s.removed = true
+	}
+}
+
+// Removed says the replica set no longer names this replica (this member
+// with this raft id): the shard stops and deletes its data.
+func (s *shardReplica) Removed() bool { return s.removed }
 
 // statusTicks is how often (in ticks, 200 ms) a replica refreshes its
 // status view: Status allocates, so not on every tick.
@@ -325,4 +364,47 @@ func (b *Broker) replicasFor(spec *service.StreamSpec) (int, error) {
 		return 0, nil
 	}
 	return asked, nil
+}
+
+// replicaIDFile, in a replicated shard's log directory, holds the raft id
+// the data belongs to.
+const replicaIDFile = "replica.id"
+
+// checkReplicaID makes sure a replicated shard's log directory holds this
+// member's current replica: data left by a replica of this member that was
+// removed from the group (it moved away, and back while this member was
+// down) would start a raft node under the new id with the old one's votes
+// and log. Such data is deleted; the new replica catches up from the
+// leader. The id is written on first use.
+func (b *Broker) checkReplicaID(def streams.Def, shard uint32) error {
+	node := b.node.Load()
+	if node == nil {
+		return errNoPeerLink
+	}
+	key := cluster.ShardKey{Scope: def.Scope, Shard: shard}
+	set, ok := node.ReplicaSet(key)
+	if !ok {
+		return fmt.Errorf("shard %s has no replica set yet", key)
+	}
+	id, in := set.Has(node.ID())
+	if !in {
+		return fmt.Errorf("member %s is not in the replica set of %s", node.ID(), key)
+	}
+	dir := b.logDir(def, shard)
+	path := filepath.Join(dir, replicaIDFile)
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil && strings.TrimSpace(string(raw)) == strconv.FormatUint(id, 10):
+		return nil
+	case err == nil:
+		b.log.Warn().Str("shard", key.String()).Str("was", strings.TrimSpace(string(raw))).Uint64("now", id).
+			Msg("the replica's data belongs to a removed replica of this member; deleted, it catches up from the leader")
+		b.removeShardLog(def.Scope, shard)
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return writeAddrFile(path, strconv.FormatUint(id, 10))
 }

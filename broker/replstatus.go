@@ -53,7 +53,7 @@ func (r *replicaStatuses) of(scope wire.Scope, shards uint32) []wire.ShardReplic
 func (s *shardReplica) statusOf(st replication.Status) wire.ShardReplication {
 	out := wire.ShardReplication{Shard: s.key.Shard, Term: st.Term, Commit: st.Commit, AppliedOffset: s.applied.Load()}
 	out.Leader, _ = s.set.NodeOf(st.Leader)
-	for _, m := range s.set.Members {
+	for _, m := range s.set.All() {
 		match, ok := st.Match[m.ID]
 		if !ok {
 			continue

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -24,9 +26,51 @@ import (
 // leader down), never by the owner record or its lease.
 
 // ReplicaSet is a replicated shard's members, each with its raft id in the
-// shard's group (1 to R, never reused).
+// shard's group (1 to R at creation; a replica added later takes the next
+// id: ids are never reused).
 type ReplicaSet struct {
 	Members []Replica `json:"members"`
+	// Initial are the raft ids the group was made with: only they start
+	// it from an empty log (raft's bootstrap); a replica added later joins
+	// the running group. Empty means every member (sets written before
+	// replicas could move).
+	Initial []uint64 `json:"initial,omitempty"`
+	// Move, while set, is a replica moving: the leader adds Add (a learner
+	// until it caught up, then a voter), then removes Remove, then writes
+	// the set without Move (MoveReplica, FinishMove).
+	Move *ReplicaMove `json:"move,omitempty"`
+}
+
+// ReplicaMove is one replica leaving a set for another member.
+type ReplicaMove struct {
+	Add    Replica `json:"add"`
+	Remove Replica `json:"remove"`
+}
+
+// All is every replica the set names, a moving one's new place included.
+func (s ReplicaSet) All() []Replica {
+	if s.Move == nil {
+		return s.Members
+	}
+	return append(slices.Clone(s.Members), s.Move.Add)
+}
+
+// Bootstraps says whether raft id starts the group from an empty log.
+func (s ReplicaSet) Bootstraps(id uint64) bool {
+	if len(s.Initial) == 0 {
+		_, in := s.nodeOf(s.Members, id)
+		return in
+	}
+	return slices.Contains(s.Initial, id)
+}
+
+func (s ReplicaSet) nodeOf(rs []Replica, id uint64) (string, bool) {
+	for _, r := range rs {
+		if r.ID == id {
+			return r.Node, true
+		}
+	}
+	return "", false
 }
 
 // Replica is one member of a replica set.
@@ -35,9 +79,9 @@ type Replica struct {
 	Node string `json:"node"`
 }
 
-// Has reports whether node is in the set, and its raft id.
+// Has reports whether node is in the set (or joining it), and its raft id.
 func (s ReplicaSet) Has(node string) (uint64, bool) {
-	for _, r := range s.Members {
+	for _, r := range s.All() {
 		if r.Node == node {
 			return r.ID, true
 		}
@@ -45,15 +89,8 @@ func (s ReplicaSet) Has(node string) (uint64, bool) {
 	return 0, false
 }
 
-// NodeOf is the member with raft id id.
-func (s ReplicaSet) NodeOf(id uint64) (string, bool) {
-	for _, r := range s.Members {
-		if r.ID == id {
-			return r.Node, true
-		}
-	}
-	return "", false
-}
+// NodeOf is the member with raft id id (a joining one included).
+func (s ReplicaSet) NodeOf(id uint64) (string, bool) { return s.nodeOf(s.All(), id) }
 
 func (k keys) replicas() string              { return k.prefix + "/replicas/" }
 func (k keys) replicaSet(sk ShardKey) string { return k.replicas() + shardPath(sk) }
@@ -89,6 +126,7 @@ func planReplicaSet(key ShardKey, replicas int, candidates []memberRecord) (Repl
 	set := ReplicaSet{}
 	for i, m := range ranked[:replicas] {
 		set.Members = append(set.Members, Replica{ID: uint64(i + 1), Node: m.NodeID})
+		set.Initial = append(set.Initial, uint64(i+1))
 	}
 	return set, true
 }
@@ -246,4 +284,105 @@ func (n *Node) LiveMembers() int {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return len(n.state.members)
+}
+
+// ErrMoveRefused matches (errors.Is) a replica move the set refuses.
+var ErrMoveRefused = errors.New("cluster: replica move refused")
+
+// MoveReplica starts moving key's replica on member from to member to
+// (live, not in the set): it writes the move into the replica set, and the
+// shard's leader carries it out (it adds to, then removes from, and
+// FinishMove writes the set without the move). One move per shard at a
+// time.
+func (n *Node) MoveReplica(ctx context.Context, key ShardKey, from, to string) error {
+	return n.updateSet(ctx, key, func(set *ReplicaSet) error {
+		rm, in := set.idOf(from)
+		switch {
+		case set.Move != nil:
+			return fmt.Errorf("%w: %s is already moving a replica from %s to %s", ErrMoveRefused, key, set.Move.Remove.Node, set.Move.Add.Node)
+		case !in:
+			return fmt.Errorf("%w: %s has no replica on %s", ErrMoveRefused, key, from)
+		}
+		if _, there := set.Has(to); there {
+			return fmt.Errorf("%w: %s already has a replica on %s", ErrMoveRefused, key, to)
+		}
+		if _, live := n.MemberAddr(to); !live {
+			return fmt.Errorf("%w: %s is not a live member", ErrMoveRefused, to)
+		}
+		if len(set.Initial) == 0 {
+			for _, r := range set.Members {
+				set.Initial = append(set.Initial, r.ID)
+			}
+		}
+		next := uint64(0)
+		for _, r := range set.Members {
+			next = max(next, r.ID)
+		}
+		set.Move = &ReplicaMove{Add: Replica{ID: next + 1, Node: to}, Remove: Replica{ID: rm, Node: from}}
+		return nil
+	})
+}
+
+// FinishMove writes key's replica set without its move once the group's
+// membership has the new replica and not the old one (the leader calls it).
+func (n *Node) FinishMove(ctx context.Context, key ShardKey) error {
+	return n.updateSet(ctx, key, func(set *ReplicaSet) error {
+		if set.Move == nil {
+			return nil
+		}
+		mv := set.Move
+		set.Members = append(slices.DeleteFunc(set.Members, func(r Replica) bool { return r.ID == mv.Remove.ID }), mv.Add)
+		set.Move = nil
+		return nil
+	})
+}
+
+func (s ReplicaSet) idOf(node string) (uint64, bool) {
+	for _, r := range s.Members {
+		if r.Node == node {
+			return r.ID, true
+		}
+	}
+	return 0, false
+}
+
+// updateSet changes key's replica set with change, conditional on the
+// record not having changed since it was read.
+func (n *Node) updateSet(ctx context.Context, key ShardKey, change func(*ReplicaSet) error) error {
+	k := n.keys.replicaSet(key)
+	res, err := n.etcd.Get(ctx, k)
+	if err != nil {
+		return fmt.Errorf("cluster: read the replica set of %s: %w", key, err)
+	}
+	if len(res.Kvs) == 0 {
+		return fmt.Errorf("%w: %s has no replica set (not a replicated shard, or not placed yet)", ErrMoveRefused, key)
+	}
+	set, err := decode[ReplicaSet](res.Kvs[0].Value)
+	if err != nil {
+		return fmt.Errorf("cluster: the replica set of %s: %w", key, err)
+	}
+	if err := change(&set); err != nil {
+		return err
+	}
+	tx, err := n.etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", res.Kvs[0].ModRevision)).
+		Then(clientv3.OpPut(k, encode(set))).Commit()
+	switch {
+	case err != nil:
+		return fmt.Errorf("cluster: write the replica set of %s: %w", key, err)
+	case !tx.Succeeded:
+		return fmt.Errorf("%w: the replica set of %s changed meanwhile; try again", ErrMoveRefused, key)
+	}
+	return nil
+}
+
+// FinishMoveAsync is FinishMove in the background, tracked by the node (its
+// Stop waits for it), bounded to 3 s; done gets the outcome.
+func (n *Node) FinishMoveAsync(key ShardKey, done func(error)) {
+	n.done.Add(1)
+	go func() {
+		defer n.done.Done()
+		ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
+		defer cancel()
+		done(n.FinishMove(ctx, key))
+	}()
 }

@@ -2,14 +2,19 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/internal/clustercerts"
 	"github.com/getfelix/felix-go/wire"
@@ -22,6 +27,7 @@ import (
 func startReplicaMember(t *testing.T, etcd, id string, files clustercerts.Files) *broker.Broker {
 	t.Helper()
 	cfg := brokertest.Config(t)
+	cfg.Admin = "127.0.0.1:0"
 	cfg.Auth = "none"
 	cfg.ClusterEtcd = etcd
 	cfg.ClusterNodeID = id
@@ -30,11 +36,18 @@ func startReplicaMember(t *testing.T, etcd, id string, files clustercerts.Files)
 	return brokertest.Start(t, cfg, broker.WithoutActorCluster())
 }
 
-// replicaCluster starts three members with peer links.
-func replicaCluster(t *testing.T) (map[string]*broker.Broker, []string) {
+// replicaCluster starts members a, b and c (and d, e, ... up to n) with
+// peer links.
+func replicaCluster(t *testing.T, n ...int) (map[string]*broker.Broker, []string) {
 	t.Helper()
 	etcd := embeddedEtcd(t)
 	ids := []string{"a", "b", "c"}
+	if len(n) > 0 {
+		ids = ids[:0]
+		for i := range n[0] {
+			ids = append(ids, string(rune('a'+i)))
+		}
+	}
 	certs, err := clustercerts.Ensure(t.TempDir(), ids)
 	if err != nil {
 		t.Fatal(err)
@@ -222,4 +235,125 @@ func TestReplicasNeedEnoughMembers(t *testing.T) {
 	if err != nil || info.Replicas != 1 {
 		t.Fatalf("default replicas on a cluster of one: %+v, %v; want 1", info, err)
 	}
+}
+
+// adminCall makes a request to a member's admin endpoint (auth none).
+func adminCall(t *testing.T, b *broker.Broker, method, path string, into any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+b.AdminAddr().String()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if into != nil && res.StatusCode/100 == 2 {
+		if err := json.NewDecoder(res.Body).Decode(into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res.StatusCode
+}
+
+// TestMoveTheLeadersReplica: a replica moves off the leader to a fourth
+// member (felix cluster move-replica's route). The new replica catches up
+// as a learner, becomes a voter, takes the leadership, and the old one is
+// removed and deletes its data; every record is on the new member, and
+// publishing goes on throughout.
+func TestMoveTheLeadersReplica(t *testing.T) {
+	members, addrs := replicaCluster(t, 4)
+	cc := dialClusterInsecure(t, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "moving"}
+	createReplicated(ctx, t, cc, st)
+	var want []string
+	publish := func(n int) {
+		for _, p := range payloads(len(want), n) {
+			if err := cc.Publish(ctx, st, []byte(p), client.PublishOptions{}); err != nil {
+				t.Fatalf("publish %s: %v", p, err)
+			}
+			want = append(want, p)
+		}
+	}
+	publish(20)
+	top, err := cc.ShardOwners(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := top.Owners[0].Owner.NodeID
+	var set cluster.ReplicaSet
+	path := "/debug/cluster/replicas?stream=t/ns/moving&shard=0"
+	if code := adminCall(t, members["a"], http.MethodGet, path, &set); code != http.StatusOK {
+		t.Fatalf("GET replicas: %d", code)
+	}
+	spare := ""
+	for id := range members {
+		if _, in := set.Has(id); !in {
+			spare = id
+		}
+	}
+	move := fmt.Sprintf("/debug/cluster/move-replica?stream=t/ns/moving&shard=0&from=%s&to=%s", leader, spare)
+	if code := adminCall(t, members["a"], http.MethodPost, move, nil); code != http.StatusAccepted {
+		t.Fatalf("POST move-replica: %d", code)
+	}
+	if code := adminCall(t, members["a"], http.MethodPost, move, nil); code != http.StatusConflict {
+		t.Fatalf("a second move while one is under way: %d; want 409", code)
+	}
+	for {
+		publish(1)
+		set = cluster.ReplicaSet{} // a field the answer omits must not stay
+		adminCall(t, members["a"], http.MethodGet, path, &set)
+		_, stays := set.Has(leader)
+		if set.Move == nil && !stays {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the move never finished: %+v", set)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, in := set.Has(spare); !in {
+		t.Fatalf("after the move the set is %+v; want %s in it", set, spare)
+	}
+	publish(10)
+	got := waitReplicas(ctx, t, []string{members[spare].Addr().String()}, st, len(want))
+	sameLog(t, spare, got[members[spare].Addr().String()], want)
+	if top, err = cc.ShardOwners(ctx, st); err != nil || top.Owners[0].Owner.NodeID == leader {
+		t.Fatalf("after the move the owner is %+v (%v); the old leader %s has no replica", top.Owners, err, leader)
+	}
+	// Back to the old leader, which deleted its data when it left: it
+	// joins with a new raft id and an empty log, and catches up.
+	back := fmt.Sprintf("/debug/cluster/move-replica?stream=t/ns/moving&shard=0&from=%s&to=%s", spare, leader)
+	if code := adminCall(t, members["a"], http.MethodPost, back, nil); code != http.StatusAccepted {
+		t.Fatalf("POST move-replica back: %d", code)
+	}
+	for {
+		set = cluster.ReplicaSet{}
+		adminCall(t, members["a"], http.MethodGet, path, &set)
+		if _, in := set.Has(leader); set.Move == nil && in {
+			break
+		}
+		if ctx.Err() != nil {
+			for id, b := range members {
+				v, err := dialInsecure(t, b.Addr().String()).Replication(context.Background(), st)
+				t.Logf("%s: %+v %v", id, v, err)
+				res, _ := http.Get("http://" + b.AdminAddr().String() + "/metrics")
+				body, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				for _, l := range strings.Split(string(body), "\n") {
+					if strings.HasPrefix(l, "felix_peer_") || strings.HasPrefix(l, "felix_replica") {
+						t.Logf("  %s %s", id, l)
+					}
+				}
+			}
+			t.Fatalf("the move back never finished: %+v %+v", set, set.Move)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	publish(5)
+	got = waitReplicas(ctx, t, []string{members[leader].Addr().String()}, st, len(want))
+	sameLog(t, leader, got[members[leader].Addr().String()], want)
 }

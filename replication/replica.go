@@ -282,6 +282,9 @@ func (r *Replica) Step(m raftpb.Message) error {
 		return ErrSnapshotUnsupported
 	}
 	if err := r.rn.Step(m); err != nil {
+		if errors.Is(err, raft.ErrStepPeerNotFound) {
+			return nil // from a replica the group removed: stale, dropped
+		}
 		return fmt.Errorf("replication: step %v from %d: %w", m.Type, m.From, err)
 	}
 	return nil
@@ -463,6 +466,30 @@ func (r *Replica) Status() Status {
 func (r *Replica) Role() (state raft.StateType, leader, term uint64) {
 	st := r.rn.BasicStatus()
 	return st.RaftState, st.Lead, st.Term
+}
+
+// Membership is the group's voters and learners as this replica applied
+// them.
+func (r *Replica) Membership() (voters, learners []uint64) {
+	return slices.Clone(r.storage.cs.Voters), slices.Clone(r.storage.cs.Learners)
+}
+
+// ProposeConfChange asks the group, as its leader, to change its
+// membership: add a learner (it receives the log but does not vote), make
+// a learner a voter, or remove a replica. raft takes one change at a time:
+// one proposed while another is pending is dropped (it becomes an empty
+// entry), and the caller proposes it again once the first applied.
+func (r *Replica) ProposeConfChange(cc raftpb.ConfChange) error {
+	if r.err != nil {
+		return r.err
+	}
+	if st := r.rn.BasicStatus(); st.RaftState != raft.StateLeader {
+		return &ErrNotLeader{Leader: st.Lead}
+	}
+	if err := r.rn.ProposeConfChange(cc); err != nil {
+		return fmt.Errorf("replication: propose %v of %d: %w", cc.Type, cc.NodeID, err)
+	}
+	return nil
 }
 
 // Campaign makes the replica campaign to become leader now, rather than

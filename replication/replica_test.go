@@ -2,6 +2,7 @@ package replication
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -455,5 +456,48 @@ func TestPlaceProposals(t *testing.T) {
 	r.placeProposals([]raftpb.Entry{{Index: 10, Term: 4, Type: raftpb.EntryNormal, Data: []byte{1}}})
 	if !c.Lost || c.Index != 0 || len(r.awaiting) != 0 {
 		t.Fatalf("after another term's entry: c %+v, %d awaiting; want c lost", c, len(r.awaiting))
+	}
+}
+
+// TestMoveAReplica: a fourth replica joins with an empty log (no peers:
+// it waits to be contacted), catches up as a learner, becomes a voter,
+// and the third is removed; the group goes on with 1, 2 and 4, whose logs
+// are the same, and every replica applied the same membership.
+func TestMoveAReplica(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a", "b")
+	c.nodes[4] = &testNode{id: 4, log: newMemLog(), dir: t.TempDir()}
+	c.ids = append(c.ids, 4)
+	c.start(4, nil)
+	change := func(typ raftpb.ConfChangeType, id uint64, want func(voters, learners []uint64) bool) {
+		t.Helper()
+		if err := c.replica(1).ProposeConfChange(raftpb.ConfChange{Type: typ, NodeID: id}); err != nil {
+			t.Fatal(err)
+		}
+		c.tickUntil(3*electionTicks, fmt.Sprintf("%v %d applied", typ, id), func() bool {
+			return want(c.replica(1).Membership())
+		})
+	}
+	change(raftpb.ConfChangeAddLearnerNode, 4, func(_, learners []uint64) bool { return slices.Contains(learners, 4) })
+	c.tickUntil(3*electionTicks, "the learner catches up", func() bool {
+		return c.nodes[4].applied == c.replica(1).Status().Commit
+	})
+	change(raftpb.ConfChangeAddNode, 4, func(voters, _ []uint64) bool { return slices.Contains(voters, 4) })
+	change(raftpb.ConfChangeRemoveNode, 3, func(voters, _ []uint64) bool { return !slices.Contains(voters, 3) })
+	c.kill(3)
+	c.ids = slices.DeleteFunc(c.ids, func(id uint64) bool { return id == 3 })
+	c.propose(1, "c")
+	c.tickUntil(3*electionTicks, "replica 4 applies the last entry", func() bool {
+		return c.nodes[4].applied == c.replica(1).Status().Commit
+	})
+	c.requireConverged()
+	for _, id := range c.ids {
+		if voters, learners := c.replica(id).Membership(); !slices.Equal(voters, []uint64{1, 2, 4}) || len(learners) != 0 {
+			t.Errorf("replica %d: voters %v, learners %v; want voters [1 2 4]", id, voters, learners)
+		}
+	}
+	if got := c.committedRecords(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("committed records %q", got)
 	}
 }

@@ -176,6 +176,9 @@ func (s *shard) handleStopped() {
 	if err := s.log.Close(); err != nil {
 		s.logger.Warn().Err(err).Msg("close durable log")
 	}
+	if s.repl != nil && s.repl.removed && s.cfg.RemoveShardData != nil {
+		s.cfg.RemoveShardData(s.scope, s.n)
+	}
 }
 
 // worker is a goroutine with a Stop that returns only after the goroutine

@@ -40,6 +40,9 @@ type Replica interface {
 	Ready(apply func(Applied)) error
 	// Role is the replica's place in the group now.
 	Role() Role
+	// Removed says the replica set no longer names this member (the
+	// replica moved): the shard stops and deletes its log.
+	Removed() bool
 	// Close stops the replica's sends; the shard closes the log after it.
 	Close()
 }
@@ -156,6 +159,8 @@ type replicated struct {
 	unreadied int
 	// leading: the replica was the leader after the last Ready.
 	leading bool
+	// removed: the replica moved away; the log is deleted once closed.
+	removed bool
 }
 
 type proposal struct {
@@ -191,6 +196,11 @@ func (s *shard) handleReplicaTick() {
 	s.repl.tickQueued.Store(false)
 	s.repl.replica.Tick()
 	s.processReady()
+	if s.repl.replica.Removed() && !s.stopping {
+		s.stopping, s.repl.removed = true, true
+		s.logger.Info().Msg("replica moved to another member; shard stops and deletes its log here")
+		s.root.Stop(s.self)
+	}
 }
 
 func (s *shard) handlePeerMessage(msg *peerMessage) {

@@ -138,6 +138,9 @@ type ShardConfig struct {
 	// on a full subscriber (block) and false when it stops, so a shard
 	// parked indefinitely is visible while it is parked.
 	OnBlocked func(waiting bool)
+	// RemoveShardData, when set, deletes a shard's log once the shard
+	// stopped because its replica was moved to another member.
+	RemoveShardData func(scope wire.Scope, shard uint32)
 	// RingTotal, when set, bounds every shard's ring together
 	// (replay_ring_max_bytes_total): a ring that cannot take a batch from it
 	// gives up its own oldest batches first.

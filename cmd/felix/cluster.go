@@ -42,12 +42,12 @@ func newClusterCmd() *command {
 	timeout.DefValue = clusterTimeout.String()
 	o.admin.timeout = clusterTimeout
 	fs.BoolVar(&o.json, "json", false, "ls: print the cluster status as JSON")
-	fs.BoolVar(&o.wait, "wait", true, "drain: wait until the node's in-memory shards have moved, printing what is left")
+	fs.BoolVar(&o.wait, "wait", true, "drain: wait until the node's in-memory shards have moved, printing what is left; move-replica: until the replica moved")
 	o.certs.register(fs)
 	c := &command{
 		name:  "cluster",
-		args:  "ls | drain NODE | certs --dir D --nodes A,B,C",
-		short: "list a cluster's members, drain one, or make the peer link's certificates",
+		args:  "ls | drain NODE | move-replica STREAM SHARD FROM TO | certs --dir D --nodes A,B,C",
+		short: "list a cluster's members, drain one, move a replica, or make the peer link's certificates",
 		long: `Asks a cluster member's admin endpoint (--admin) about the cluster.
 
   felix cluster ls [--json]
@@ -58,8 +58,15 @@ func newClusterCmd() *command {
   felix cluster drain NODE [--wait=false]
       has NODE hand its in-memory shards to the other members, then waits
       until none is left on it. Durable shards cannot move yet: they stay.
+  felix cluster move-replica TENANT/NAMESPACE/STREAM SHARD FROM TO [--wait=false]
+      moves a replicated shard's replica from member FROM to member TO: TO
+      joins the shard's raft group as a learner, catches up from the
+      leader, becomes a voter, and FROM leaves (if it led, it hands the
+      leadership to TO first) and deletes its copy. Publishing goes on
+      throughout. Waits until the move is done.
 
-Both need a token granting node.view (drain: node.manage), as felix tree does.
+They need a token granting node.view (drain and move-replica: node.manage),
+as felix tree does.
 
   felix cluster certs --dir D --nodes A,B,C
       writes a cluster CA (D/ca.pem, D/ca-key.pem) and a certificate and key
@@ -71,6 +78,7 @@ Both need a token granting node.view (drain: node.manage), as felix tree does.
 Examples:
   felix cluster ls --admin 127.0.0.1:7101
   felix cluster drain node-2 --admin 127.0.0.1:7101
+  felix cluster move-replica default/default/orders 0 node-2 node-4 --admin 127.0.0.1:7101
   felix cluster certs --dir /etc/felix/cluster --nodes node-1,node-2,node-3`,
 		flags: fs,
 	}
@@ -103,8 +111,13 @@ func (o *clusterOpts) run(ctx context.Context, changed func(string) bool, args [
 		return o.drain(ctx, args[1])
 	case sub == "drain":
 		return usagef("drain needs exactly one NODE (see felix cluster ls), got %q", args[1:])
+	case sub == "move-replica":
+		if o.json {
+			return usagef("--json is ls's; move-replica prints its progress as lines")
+		}
+		return o.moveReplica(ctx, args[1:])
 	default:
-		return usagef("cluster needs ls, drain NODE or certs, got %q", sub)
+		return usagef("cluster needs ls, drain NODE, move-replica or certs, got %q", sub)
 	}
 }
 

@@ -141,7 +141,7 @@ func TestClusterArgs(t *testing.T) {
 		want string
 	}{
 		{[]string{"cluster"}, "cluster needs ls, drain NODE or certs"},
-		{[]string{"cluster", "rm"}, `cluster needs ls, drain NODE or certs, got "rm"`},
+		{[]string{"cluster", "rm"}, `cluster needs ls, drain NODE, move-replica or certs, got "rm"`},
 		{[]string{"cluster", "ls", "--nodes", "a"}, "--dir and --nodes are certs'"},
 		{[]string{"cluster", "certs", "--nodes", "a"}, "certs asks no broker"},
 		{[]string{"cluster", "ls", "node-1"}, "ls takes no arguments"},
@@ -149,6 +149,9 @@ func TestClusterArgs(t *testing.T) {
 		{[]string{"cluster", "drain"}, "drain needs exactly one NODE"},
 		{[]string{"cluster", "drain", "a", "b"}, "drain needs exactly one NODE"},
 		{[]string{"cluster", "drain", "node-2", "--json"}, "--json is ls's"},
+		{[]string{"cluster", "move-replica", "t/ns/s", "0", "a"}, "move-replica needs TENANT/NAMESPACE/STREAM SHARD FROM TO"},
+		{[]string{"cluster", "move-replica", "s", "0", "a", "b"}, "move-replica's stream is TENANT/NAMESPACE/STREAM"},
+		{[]string{"cluster", "move-replica", "t/ns/s", "x", "a", "b"}, "move-replica's SHARD is a number"},
 	} {
 		r := runFelix(t, opts{}, append(tt.args, "--admin", "127.0.0.1:1")...)
 		r.wantExit(t, 2)

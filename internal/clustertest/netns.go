@@ -21,8 +21,10 @@ import (
 // with a random id and removed when the test ends.
 
 // RequireNetNSEnv, set to 1, makes a test that asks for namespaces fail
-// rather than skip where they cannot be made (CI sets it).
-const RequireNetNSEnv = "FELIX_REQUIRE_NETNS"
+// rather than skip where they cannot be made (CI sets it). Not FELIX_:
+// brokers refuse FELIX_ variables they do not know, and some tests start
+// brokers with the test's environment.
+const RequireNetNSEnv = "FELIXTEST_REQUIRE_NETNS"
 
 // lab is the namespaces, veth pairs and bridge of one cluster.
 type lab struct {
