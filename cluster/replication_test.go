@@ -302,19 +302,11 @@ func TestMoveTheLeadersReplica(t *testing.T) {
 	if code := adminCall(t, members["a"], http.MethodPost, move, nil); code != http.StatusConflict {
 		t.Fatalf("a second move while one is under way: %d; want 409", code)
 	}
-	for {
-		publish(1)
-		set = cluster.ReplicaSet{} // a field the answer omits must not stay
-		adminCall(t, members["a"], http.MethodGet, path, &set)
+	set = waitSet(ctx, t, members, path, func(set cluster.ReplicaSet) bool {
+		publish(1) // publishing goes on throughout
 		_, stays := set.Has(leader)
-		if set.Move == nil && !stays {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the move never finished: %+v", set)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return set.Move == nil && !stays
+	})
 	if _, in := set.Has(spare); !in {
 		t.Fatalf("after the move the set is %+v; want %s in it", set, spare)
 	}
@@ -330,30 +322,50 @@ func TestMoveTheLeadersReplica(t *testing.T) {
 	if code := adminCall(t, members["a"], http.MethodPost, back, nil); code != http.StatusAccepted {
 		t.Fatalf("POST move-replica back: %d", code)
 	}
-	for {
-		set = cluster.ReplicaSet{}
-		adminCall(t, members["a"], http.MethodGet, path, &set)
-		if _, in := set.Has(leader); set.Move == nil && in {
-			break
-		}
-		if ctx.Err() != nil {
-			for id, b := range members {
-				v, err := dialInsecure(t, b.Addr().String()).Replication(context.Background(), st)
-				t.Logf("%s: %+v %v", id, v, err)
-				res, _ := http.Get("http://" + b.AdminAddr().String() + "/metrics")
-				body, _ := io.ReadAll(res.Body)
-				res.Body.Close()
-				for _, l := range strings.Split(string(body), "\n") {
-					if strings.HasPrefix(l, "felix_peer_") || strings.HasPrefix(l, "felix_replica") {
-						t.Logf("  %s %s", id, l)
-					}
-				}
-			}
-			t.Fatalf("the move back never finished: %+v %+v", set, set.Move)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitSet(ctx, t, members, path, func(set cluster.ReplicaSet) bool {
+		_, in := set.Has(leader)
+		return set.Move == nil && in
+	})
 	publish(5)
 	got = waitReplicas(ctx, t, []string{members[leader].Addr().String()}, st, len(want))
 	sameLog(t, leader, got[members[leader].Addr().String()], want)
+}
+
+// waitSet polls member a's view of a replica set until done holds, and on
+// a timeout logs every member's replication view and peer metrics.
+func waitSet(ctx context.Context, t *testing.T, members map[string]*broker.Broker, path string, done func(cluster.ReplicaSet) bool) cluster.ReplicaSet {
+	t.Helper()
+	for {
+		var set cluster.ReplicaSet // a field the answer omits must not stay
+		adminCall(t, members["a"], http.MethodGet, path, &set)
+		if done(set) {
+			return set
+		}
+		if ctx.Err() != nil {
+			for id, b := range members {
+				v, err := dialInsecure(t, b.Addr().String()).Replication(context.Background(), client.Stream{Tenant: "t", Namespace: "ns", Name: "moving"})
+				t.Logf("%s: %+v %v", id, v, err)
+				logMetrics(t, id, b)
+			}
+			t.Fatalf("the replica set never got there: %+v, move %+v", set, set.Move)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logMetrics logs a member's peer link and replica metrics.
+func logMetrics(t *testing.T, id string, b *broker.Broker) {
+	t.Helper()
+	res, err := http.Get("http://" + b.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Logf("%s: /metrics: %v", id, err)
+		return
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "felix_peer_") || strings.HasPrefix(l, "felix_replica") {
+			t.Logf("  %s %s", id, l)
+		}
+	}
 }

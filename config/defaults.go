@@ -25,7 +25,7 @@ func defaultRingTotal() int64 {
 }
 
 func Default() Config {
-	return Config{
+	c := Config{
 		// reference §3.1 quic_bind is 0.0.0.0:5000; loopback here until auth
 		// exists, so a development broker is not open to the network.
 		Listen:  "127.0.0.1:5000",
@@ -93,24 +93,30 @@ func Default() Config {
 		ReplayRingMaxBytesTotal: defaultRingTotal(),
 		// Not in the reference: issue #11 (streams made by a publish were never reclaimed).
 		StreamIdleTimeout: 10 * time.Minute,
-
-		GroupVisibilityTimeout: 30 * time.Second, // reference §5.6
-		GroupMaxVisibility:     12 * time.Hour,   // reference §5.6
-		GroupMaxAttempts:       5,                // reference §5.6
-		GroupMaxInFlight:       10000,            // reference §5.6
-		GroupMaxWait:           30 * time.Second, // reference §5.6
-		// Ours: a group actor's mailbox, like a shard's, bounds the
-		// requests waiting for it.
-		GroupQueueDepth: 1024,
-
-		ClusterName:       "felix",
-		ClusterEtcdPrefix: "/felix",
-		ClusterLeaseTTL:   5 * time.Second,
-		// Kafka listener off; its limits follow the reference (felix-reference.md §6).
-		KafkaAutoCreateTopics: "refuse",
-		KafkaAutoCreateShards: 1,
-		KafkaMaxRequestBytes:  8 * mib,
-		KafkaMaxBatchBytes:    16 * mib,
-		KafkaMaxInflight:      16,
 	}
+	c.setGroupClusterKafkaDefaults()
+	return c
+}
+
+// setGroupClusterKafkaDefaults sets the consumer groups', the cluster's and
+// the Kafka listener's defaults.
+func (c *Config) setGroupClusterKafkaDefaults() {
+	c.GroupVisibilityTimeout = 30 * time.Second // reference §5.6
+	c.GroupMaxVisibility = 12 * time.Hour       // reference §5.6
+	c.GroupMaxAttempts = 5                      // reference §5.6
+	c.GroupMaxInFlight = 10000                  // reference §5.6
+	c.GroupMaxWait = 30 * time.Second           // reference §5.6
+	// Ours: a group actor's mailbox, like a shard's, bounds the
+	// requests waiting for it.
+	c.GroupQueueDepth = 1024
+
+	c.ClusterName = "felix"
+	c.ClusterEtcdPrefix = "/felix"
+	c.ClusterLeaseTTL = 5 * time.Second
+	// Kafka listener off; its limits follow the reference (felix-reference.md §6).
+	c.KafkaAutoCreateTopics = "refuse"
+	c.KafkaAutoCreateShards = 1
+	c.KafkaMaxRequestBytes = 8 * mib
+	c.KafkaMaxBatchBytes = 16 * mib
+	c.KafkaMaxInflight = 16
 }
