@@ -98,12 +98,13 @@ func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inb
 		}
 	}
 	logger := b.log.With().Str("stream", def.Scope.String()).Uint32("shard", shard).Logger()
-	r, err := replication.NewReplica(replication.Config{ID: id, Storage: storage, Peers: peers, Log: logger.Level(zerolog.WarnLevel)})
+	applied, appliedEnd := storage.Committed()
+	r, err := replication.NewReplica(replication.Config{ID: id, Storage: storage, Peers: peers, Applied: applied, Log: logger.Level(zerolog.WarnLevel)})
 	if err != nil {
 		return nil, err
 	}
 	sr := &shardReplica{r: r, key: key, id: id, group: replicaGroup(def, shard), set: set, node: node, link: link, applied: rl.applied, log: logger, b: b}
-	sr.applied.Store(rl.StartOffset())
+	sr.applied.Store(appliedEnd)
 	if sr.unregister, err = link.Register(sr.group, func(_ string, data []byte) { inbox.Deliver(data) }); err != nil {
 		return nil, err
 	}
@@ -191,6 +192,9 @@ func (s *shardReplica) refreshSet() {
 		s.removed = true
 	}
 }
+
+// AppliedEnd is where the shard starts: what the storage knew committed.
+func (s *shardReplica) AppliedEnd() uint64 { return s.applied.Load() }
 
 // Removed says the replica set no longer names this replica (this member
 // with this raft id): the shard stops and deletes its data.

@@ -78,6 +78,9 @@ type Config struct {
 	Now func() time.Time
 	// Log receives raft's log lines. The zero Logger discards them.
 	Log zerolog.Logger
+	// Applied is the last index the application applied before a restart
+	// (Storage.Committed): raft hands over only the entries after it.
+	Applied uint64
 }
 
 // Committed is one committed entry, handed to the application in index
@@ -153,6 +156,7 @@ func NewReplica(cfg Config) (*Replica, error) {
 		// the producer.
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
+		Applied:                   cfg.Applied,
 		Logger:                    raftLogger{log: cfg.Log.With().Uint64("replica", cfg.ID).Logger()},
 	})
 	if err != nil {

@@ -103,6 +103,21 @@ func (s *Storage) rebuildWindow() error {
 	return err
 }
 
+// Committed is the commit index the storage holds (its HardState's, which
+// may be behind what was committed: it is written lazily) and the offset
+// after that entry's records: what a replica restarted on this storage has
+// applied already, so raft need not hand it those entries again.
+func (s *Storage) Committed() (index, end uint64) {
+	index = s.hs.Commit
+	switch b, ok := s.base(index + 1); {
+	case ok:
+		return index, b
+	case index >= s.w.lastIndex() && !s.empty():
+		return s.w.lastIndex(), s.log.NextOffset()
+	}
+	return 0, s.log.StartOffset()
+}
+
 // InitialState implements raft.Storage.
 func (s *Storage) InitialState() (raftpb.HardState, raftpb.ConfState, error) {
 	return s.hs, s.cs, nil

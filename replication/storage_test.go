@@ -415,3 +415,31 @@ func TestStorageLazySyncLeavesEntriesToTheLog(t *testing.T) {
 		t.Fatalf("hard state on disk: %+v, %v, %v; want term 2, vote 1", hs, found, err)
 	}
 }
+
+// TestStorageCommittedIsWhatARestartNeedNotApply: the storage's commit
+// index and the offset after its entry, so a replica restarted on it
+// starts there; a new storage has applied nothing.
+func TestStorageCommittedIsWhatARestartNeedNotApply(t *testing.T) {
+	l := newMemLog()
+	dir := t.TempDir()
+	s := openTestStorage(t, l, dir)
+	if index, end := s.Committed(); index != 0 || end != 0 {
+		t.Fatalf("new storage: committed %d, end %d; want 0, 0", index, end)
+	}
+	if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 1, "a", "b"), recordsEntry(t, 2, 1, "c"), recordsEntry(t, 3, 1, "d")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHardState(raftpb.HardState{Term: 1, Vote: 1, Commit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if index, end := s.Committed(); index != 2 || end != 3 {
+		t.Fatalf("committed %d, end %d; want entry 2, offset 3 (a, b, c)", index, end)
+	}
+	if err := s.SetHardState(raftpb.HardState{Term: 2, Vote: 1, Commit: 3}); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStorage(t, l, dir)
+	if index, end := s.Committed(); index != 3 || end != 4 {
+		t.Fatalf("reopened: committed %d, end %d; want entry 3, offset 4 (the whole log)", index, end)
+	}
+}

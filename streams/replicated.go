@@ -43,6 +43,10 @@ type Replica interface {
 	// Removed says the replica set no longer names this member (the
 	// replica moved): the shard stops and deletes its log.
 	Removed() bool
+	// AppliedEnd is the offset after the records the replica had applied
+	// before it started (what its storage knows committed): raft hands
+	// over only the entries after them.
+	AppliedEnd() uint64
 	// Close stops the replica's sends; the shard closes the log after it.
 	Close()
 }
@@ -169,17 +173,30 @@ type proposal struct {
 }
 
 // startReplica starts the raft side after the log opened: the ticker and
-// the inbox. The replica applies every committed entry again from the
-// start of the log (the producer table and the tail are rebuilt that way),
-// so the shard starts from the log's first offset.
+// the inbox. What the replica had applied before (up to AppliedEnd) is not
+// handed over again: the producer table is rebuilt from the stamps of
+// those batches, as an unreplicated shard's is, and raft applies the rest.
 func (s *shard) startReplica(log Log) error {
 	inbox := &PeerInbox{mailbox: s.ref.Mailbox}
 	r, err := s.openReplica(log, inbox)
 	if err != nil {
 		return err
 	}
+	end := r.AppliedEnd()
+	producers := newProducerTable(s.cfg.maxProducers)
+	if err := log.Stamps(log.StartOffset(), func(st Stamp, base uint64, count uint32) bool {
+		if base+uint64(count) > end {
+			return false // not known committed: raft applies it, if it commits
+		}
+		producers.record(st, base, count)
+		return true
+	}); err != nil {
+		r.Close()
+		return err
+	}
+	s.producers = producers
 	s.repl = &replicated{replica: r, inbox: inbox, inFlight: make(map[uint64]uint64)}
-	s.next, s.delivered = log.StartOffset(), log.StartOffset()
+	s.next, s.delivered = end, end
 	self, rp := s.self, s.repl
 	s.repl.ticker = startRetentionTicker(ReplicaTick, func() {
 		if rp.tickQueued.CompareAndSwap(false, true) {

@@ -62,6 +62,7 @@ func (f *fakeReplica) Propose(records, _ [][]byte, stamp *Stamp) (Ticket, error)
 
 func (f *fakeReplica) Tick()                {}
 func (f *fakeReplica) Removed() bool        { return false }
+func (f *fakeReplica) AppliedEnd() uint64   { return 0 }
 func (f *fakeReplica) Step([]byte) error    { return nil }
 func (f *fakeReplica) Close()               {}
 func (f *fakeReplica) HasReady() bool       { f.mu.Lock(); defer f.mu.Unlock(); return f.hasReadyLocked() }
