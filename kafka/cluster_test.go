@@ -124,7 +124,7 @@ func testCluster(t *testing.T, conf client.StreamConfig, spread int) {
 	// Every member is in, so no shard moves once placed.
 	metadataOfAll(ctx, t, cl)
 	owners := placedStream(ctx, t, members["a"], conf, spread)
-	checkLeaders(ctx, t, cl, members, owners)
+	checkLeaders(ctx, t, cl, members, owners, conf.Replicas)
 	if conf.Replicas <= 1 {
 		// Every member holds a replica of a replicated shard and serves
 		// its committed records to a Fetch; only a shard held by one
@@ -157,6 +157,35 @@ func testCluster(t *testing.T, conf client.StreamConfig, spread int) {
 	byGroup := consumeCluster(ctx, t, n, kgo.SeedBrokers(seed), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(clusterTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	compareValues(t, "group", byGroup, want)
+	checkCoordinator(t, members)
+}
+
+// checkCoordinator asks every member for group g's coordinator: they all
+// name the same one, and a group request at another member is answered
+// NOT_COORDINATOR.
+func checkCoordinator(t *testing.T, members map[string]*broker.Broker) {
+	t.Helper()
+	var named *kmsg.FindCoordinatorResponse
+	for _, id := range []string{"a", "b", "c"} {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version, req.CoordinatorKey = 2, "g"
+		resp := kmsg.NewPtrFindCoordinatorResponse()
+		rawRequest(t, members[id].KafkaAddr().String(), req, resp)
+		if resp.ErrorCode != 0 || named != nil && (resp.NodeID != named.NodeID || resp.Host != named.Host || resp.Port != named.Port) {
+			t.Fatalf("FindCoordinator at %s: node %d at %s:%d (error %d); another member named %+v", id, resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, named)
+		}
+		named = resp
+	}
+	for id, b := range members {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version, req.Group = 5, "g"
+		resp := kmsg.NewPtrOffsetFetchResponse()
+		rawRequest(t, b.KafkaAddr().String(), req, resp)
+		isCoordinator := fmt.Sprintf("%s:%d", named.Host, named.Port) == b.KafkaAddr().String()
+		if isCoordinator && resp.ErrorCode != 0 || !isCoordinator && resp.ErrorCode != kerr.NotCoordinator.Code {
+			t.Errorf("OffsetFetch at %s (coordinator: %v): error %d", id, isCoordinator, resp.ErrorCode)
+		}
+	}
 }
 
 // metadataOfAll asks Metadata for topics at the seed until it lists the
@@ -192,7 +221,8 @@ func metadataOfAll(ctx context.Context, t *testing.T, cl *kgo.Client, topics ...
 }
 
 // checkLeaders wants each partition led by its shard's owner.
-func checkLeaders(ctx context.Context, t *testing.T, cl *kgo.Client, members map[string]*broker.Broker, owners []string) {
+// A replicated shard lists its replica set, leader first.
+func checkLeaders(ctx context.Context, t *testing.T, cl *kgo.Client, members map[string]*broker.Broker, owners []string, replicas int) {
 	t.Helper()
 	resp, addrOf := metadataOfAll(ctx, t, cl, clusterTopic)
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 6 {
@@ -201,6 +231,9 @@ func checkLeaders(ctx context.Context, t *testing.T, cl *kgo.Client, members map
 	for _, p := range resp.Topics[0].Partitions {
 		if got, want := addrOf[p.Leader], members[owners[p.Partition]].KafkaAddr().String(); p.ErrorCode != 0 || got != want {
 			t.Errorf("partition %d: leader %d at %s (error %d), want %s's listener %s", p.Partition, p.Leader, got, p.ErrorCode, owners[p.Partition], want)
+		}
+		if len(p.Replicas) != max(replicas, 1) || p.Replicas[0] != p.Leader {
+			t.Errorf("partition %d: replicas %v, want %d led by %d", p.Partition, p.Replicas, max(replicas, 1), p.Leader)
 		}
 	}
 }
@@ -228,13 +261,26 @@ func fetchAt(t *testing.T, addr string, p int32) int16 {
 	fp.Partition, fp.PartitionMaxBytes = p, 1<<20
 	ft.Partitions = append(ft.Partitions, fp)
 	req.Topics = append(req.Topics, ft)
-	answer := rawExchange(t, addr, frame(req.Key(), req.Version, 1, req.AppendTo(nil)))
 	resp := kmsg.NewPtrFetchResponse()
-	resp.Version = req.Version
-	if len(answer) < 4 || resp.ReadFrom(answer[4:]) != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		t.Fatalf("fetch partition %d at %s: unreadable answer %x", p, addr, answer)
+	rawRequest(t, addr, req, resp)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("fetch partition %d at %s: answer %+v", p, addr, resp)
 	}
 	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// rawRequest sends req (a version without flexible headers) on a fresh
+// connection to addr and reads the answer into resp.
+func rawRequest(t *testing.T, addr string, req kmsg.Request, resp kmsg.Response) {
+	t.Helper()
+	answer := rawExchange(t, addr, frame(req.Key(), req.GetVersion(), 1, req.AppendTo(nil)))
+	resp.SetVersion(req.GetVersion())
+	if len(answer) < 4 {
+		t.Fatalf("%s at %s: no answer", kmsg.NameForKey(req.Key()), addr)
+	}
+	if err := resp.ReadFrom(answer[4:]); err != nil {
+		t.Fatalf("%s at %s: unreadable answer %x: %v", kmsg.NameForKey(req.Key()), addr, answer, err)
+	}
 }
 
 // consumeCluster reads n records with a new client and returns their values
