@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"reflect"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -44,33 +46,11 @@ func unsupportedResponse(req kmsg.Request) kmsg.Response {
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
 	switch r := req.(type) {
-	case *kmsg.ProduceRequest:
-		resp.(*kmsg.ProduceResponse).Topics = unsupportedProduce(r, code)
+	case *kmsg.ProduceRequest, *kmsg.ListOffsetsRequest, *kmsg.OffsetCommitRequest:
+		mirrorTopics(req, resp, code)
 	case *kmsg.FetchRequest:
-		fr := resp.(*kmsg.FetchResponse)
-		fr.ErrorCode = code
-		for _, t := range r.Topics {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			fr.Topics = append(fr.Topics, rt)
-		}
-	case *kmsg.ListOffsetsRequest:
-		lr := resp.(*kmsg.ListOffsetsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewListOffsetsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			lr.Topics = append(lr.Topics, rt)
-		}
+		resp.(*kmsg.FetchResponse).ErrorCode = code
+		mirrorTopics(req, resp, code)
 	case *kmsg.MetadataRequest:
 		mr := resp.(*kmsg.MetadataResponse)
 		for _, t := range r.Topics {
@@ -78,42 +58,50 @@ func unsupportedResponse(req kmsg.Request) kmsg.Response {
 			mt.Topic, mt.TopicID, mt.ErrorCode = t.Topic, t.TopicID, code
 			mr.Topics = append(mr.Topics, mt)
 		}
-	case *kmsg.OffsetCommitRequest:
-		resp.(*kmsg.OffsetCommitResponse).Topics = unsupportedCommit(r, code)
 	default:
 		unsupportedGroupResponse(req, resp, code)
 	}
 	return resp
 }
 
-func unsupportedProduce(r *kmsg.ProduceRequest, code int16) []kmsg.ProduceResponseTopic {
-	var topics []kmsg.ProduceResponseTopic
-	for _, t := range r.Topics {
-		rt := kmsg.NewProduceResponseTopic()
-		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		for _, p := range t.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, code, -1
-			rt.Partitions = append(rt.Partitions, rp)
+// mirrorTopics fills resp's Topics from req's: each topic by name (and
+// id), each of its partitions refused code. The requests and responses
+// that name topics and partitions (Produce, Fetch, ListOffsets,
+// OffsetCommit, OffsetFetch before v8) share that layout, field names
+// included, but not their types; reflection walks them once for all.
+// Every element starts from its kmsg defaults.
+func mirrorTopics(req kmsg.Request, resp kmsg.Response, code int16) {
+	in := reflect.ValueOf(req).Elem().FieldByName("Topics")
+	out := reflect.ValueOf(resp).Elem().FieldByName("Topics")
+	for i := range in.Len() {
+		rt := in.Index(i)
+		t := newDefault(out.Type().Elem())
+		t.FieldByName("Topic").Set(rt.FieldByName("Topic"))
+		if id := t.FieldByName("TopicID"); id.IsValid() && rt.FieldByName("TopicID").IsValid() {
+			id.Set(rt.FieldByName("TopicID"))
 		}
-		topics = append(topics, rt)
+		parts, outParts := rt.FieldByName("Partitions"), t.FieldByName("Partitions")
+		for j := range parts.Len() {
+			rp := parts.Index(j)
+			if rp.Kind() == reflect.Struct { // OffsetFetch names bare partition numbers
+				rp = rp.FieldByName("Partition")
+			}
+			p := newDefault(outParts.Type().Elem())
+			p.FieldByName("Partition").SetInt(rp.Int())
+			p.FieldByName("ErrorCode").SetInt(int64(code))
+			outParts.Set(reflect.Append(outParts, p))
+		}
+		out.Set(reflect.Append(out, t))
 	}
-	return topics
 }
 
-func unsupportedCommit(r *kmsg.OffsetCommitRequest, code int16) []kmsg.OffsetCommitResponseTopic {
-	var topics []kmsg.OffsetCommitResponseTopic
-	for _, t := range r.Topics {
-		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		topics = append(topics, rt)
+// newDefault is a new value of a kmsg struct type with its defaults.
+func newDefault(t reflect.Type) reflect.Value {
+	v := reflect.New(t)
+	if d, ok := v.Interface().(interface{ Default() }); ok {
+		d.Default()
 	}
-	return topics
+	return v.Elem()
 }
 
 // unsupportedGroupResponse sets the top-level code of the responses that
@@ -122,18 +110,8 @@ func unsupportedGroupResponse(req kmsg.Request, resp kmsg.Response, code int16) 
 	switch r := resp.(type) {
 	case *kmsg.OffsetFetchResponse:
 		r.ErrorCode = code
-		of := req.(*kmsg.OffsetFetchRequest)
-		for _, t := range of.Topics { // v0 and v1 have no top-level code
-			rt := kmsg.NewOffsetFetchResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetFetchResponseTopicPartition()
-				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			r.Topics = append(r.Topics, rt)
-		}
-		for _, g := range of.Groups {
+		mirrorTopics(req, resp, code) // v0 and v1 have no top-level code
+		for _, g := range req.(*kmsg.OffsetFetchRequest).Groups {
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group, rg.ErrorCode = g.Group, code
 			r.Groups = append(r.Groups, rg)
