@@ -74,6 +74,8 @@ type Broker struct {
 	log    zerolog.Logger
 	name   string
 	system *actor.ActorSystem
+	// commits wakes readers waiting for a shard's commits (commitwatch.go).
+	commits commitWatches
 	// replStatus is the latest view of each replica this member runs.
 	replStatus replicaStatuses
 	// disk is the durable logs' file system under --chaos (chaosdisk.go).

@@ -59,7 +59,7 @@ func (b *Broker) startCluster() error {
 	}
 	node, err := cluster.New(cluster.Config{
 		Name: b.cfg.ClusterName, Prefix: b.cfg.ClusterEtcdPrefix, Endpoints: splitList(b.cfg.ClusterEtcd),
-		NodeID: id, Addr: addr, Admin: admin, PeerAddr: peerAddr, LeaseTTL: b.cfg.ClusterLeaseTTL,
+		NodeID: id, Addr: addr, Admin: admin, PeerAddr: peerAddr, KafkaAddr: b.kafkaAdvertise(), LeaseTTL: b.cfg.ClusterLeaseTTL,
 		Log: b.log.With().Str("component", "cluster").Logger(), System: system,
 		Tree:  func() ([]byte, error) { return json.Marshal(map[string]any{"actors": b.Actors()}) },
 		Hooks: b.clusterHooks(),

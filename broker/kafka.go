@@ -46,6 +46,9 @@ func (b *Broker) listenKafka() error {
 		tlsConf.NextProtos = nil // the felix/1 ALPN is not Kafka's
 		cfg.TLS = tlsConf
 	}
+	if b.clustered() {
+		cfg.Cluster = kafkaCluster{b}
+	}
 	if cfg.AnonymousTenant != "" && b.verifier != nil {
 		cfg.AnonymousToken = b.anonymousToken(cfg.AnonymousTenant)
 	}

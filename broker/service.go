@@ -244,7 +244,7 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 		wait = max(0, min(wait, time.Until(dl)))
 	}
 	for attempt := 0; ; attempt++ {
-		def, ref, err := c.publishShard(ctx, p)
+		def, ref, n, err := c.publishShard(ctx, p)
 		if err != nil {
 			// The cached definition may be stale: deleted, or made again
 			// with other settings. An implicit one is simply made again.
@@ -259,7 +259,11 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 		if p.Producer != nil && !def.Durable {
 			return errProducerInMemory
 		}
-		switch ref.Mailbox.TryPost(shardPublish(p, done), wait) {
+		ack := done
+		if def.Durable {
+			ack = c.b.commits.wrap(commitKey{scope: p.Scope, shard: n}, done) // commitwatch.go
+		}
+		switch ref.Mailbox.TryPost(shardPublish(p, ack), wait) {
 		case actors.Posted, actors.PostedEvicting:
 			return nil
 		case actors.Closed:
@@ -296,16 +300,17 @@ func (c *conn) checkPublish(p *service.Publish) error {
 	return c.b.tenants.AllowPublish(p.Scope.Tenant, len(p.Payloads), p.Bytes(), time.Now())
 }
 
-// publishShard resolves the definition and the shard a publish goes to.
-func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.Def, *streams.ShardRef, error) {
+// publishShard resolves the definition and the shard a publish goes to,
+// and its number.
+func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.Def, *streams.ShardRef, uint32, error) {
 	def, err := c.stream(ctx, p.Scope)
 	if err != nil {
-		return def, nil, err
+		return def, nil, 0, err
 	}
 	n := def.Routing.ShardFor(p.Key, def.Shards)
 	if p.Shard != nil {
 		if *p.Shard >= def.Shards {
-			return def, nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shards, no shard %d", p.Scope, def.Shards, *p.Shard)
+			return def, nil, 0, wire.NewError(wire.CodeNotFound, "stream %s has %d shards, no shard %d", p.Scope, def.Shards, *p.Shard)
 		}
 		n = *p.Shard
 	}
@@ -313,7 +318,7 @@ func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.De
 	if err == nil && def.Durable && !ref.Durable {
 		err = wire.NewError(wire.CodeNotFound, "stream %s was deleted and is now in memory", p.Scope)
 	}
-	return def, ref, err
+	return def, ref, n, err
 }
 
 // refresh drops a stale cached definition: an implicit stream is simply

@@ -29,6 +29,9 @@ type Config struct {
 	// PeerAddr is its peer link's address (peerlink), where other members
 	// send replication traffic; "" when it has no peer link.
 	PeerAddr string
+	// KafkaAddr is its Kafka listener's host:port for clients
+	// (kafka_advertise, or the bound address); "" when it has none.
+	KafkaAddr string
 	// LeaseTTL is the member's etcd lease TTL, whole seconds.
 	LeaseTTL time.Duration
 	Log      zerolog.Logger
@@ -255,7 +258,7 @@ func (n *Node) checkName(ctx context.Context) error {
 // not expired yet: it will, within the TTL).
 func (n *Node) register(ctx context.Context, lease clientv3.LeaseID) error {
 	k := n.keys.member(n.cfg.NodeID)
-	rec := memberRecord{NodeID: n.cfg.NodeID, Addr: n.cfg.Addr, Admin: n.cfg.Admin, PeerAddr: n.cfg.PeerAddr, Lease: int64(lease), JoinedAt: time.Now().UTC()}
+	rec := memberRecord{NodeID: n.cfg.NodeID, Addr: n.cfg.Addr, Admin: n.cfg.Admin, PeerAddr: n.cfg.PeerAddr, KafkaAddr: n.cfg.KafkaAddr, Lease: int64(lease), JoinedAt: time.Now().UTC()}
 	res, err := n.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, encode(rec), clientv3.WithLease(lease))).

@@ -64,6 +64,9 @@ type memberRecord struct {
 	Admin  string `json:"admin,omitempty"`
 	// PeerAddr is its peer link's address (Config.PeerAddr).
 	PeerAddr string `json:"peer_addr,omitempty"`
+	// KafkaAddr is its Kafka listener's address for clients
+	// (Config.KafkaAddr), when it has one.
+	KafkaAddr string `json:"kafka_addr,omitempty"`
 	// ActorAddr is its actor system's remote address (protoactor), once
 	// it joined the actor cluster.
 	ActorAddr string    `json:"actor_addr,omitempty"`

@@ -89,10 +89,11 @@ func readFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
 	return buf, nil
 }
 
-// decodeRequest parses a frame's header and body. An ApiVersions request
-// at a version this listener does not speak comes back with its header,
-// a nil request and ErrUnsupportedVersion: KIP-511 answers it rather than
-// closing. The request's byte fields alias frame.
+// decodeRequest parses a frame's header and body. A request at a version
+// this listener does not serve comes back with ErrUnsupportedVersion and,
+// when it can still be answered (versions.go), the request parsed at its
+// version; an ApiVersions one with its header and a nil request: KIP-511
+// answers it. The request's byte fields alias frame.
 func decodeRequest(frame []byte) (header, kmsg.Request, error) {
 	if len(frame) < 10 {
 		return header{}, nil, fmt.Errorf("%w: %d byte frame", ErrMalformed, len(frame))
@@ -116,22 +117,32 @@ func decodeRequest(frame []byte) (header, kmsg.Request, error) {
 		return h, nil, fmt.Errorf("%w %d", ErrUnknownAPI, h.key)
 	}
 	if h.version < span.min || h.version > span.max {
-		return h, nil, fmt.Errorf("%w: api %d version %d, served %d to %d", ErrUnsupportedVersion, h.key, h.version, span.min, span.max)
+		var req kmsg.Request
+		if h.key != apiVersionsKey {
+			req = unsupportedRequest(h, rest)
+		}
+		return h, req, fmt.Errorf("%w: api %d version %d, served %d to %d", ErrUnsupportedVersion, h.key, h.version, span.min, span.max)
 	}
 	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
-	if req.IsFlexible() {
-		r := kbin.Reader{Src: rest}
-		kmsg.SkipTags(&r)
-		if !r.Ok() {
-			return h, nil, fmt.Errorf("%w: header tags", ErrMalformed)
-		}
-		rest = r.Src
-	}
-	if err := req.ReadFrom(rest); err != nil {
+	if err := parseBody(req, rest); err != nil {
 		return h, nil, fmt.Errorf("%w: api %d v%d: %v", ErrMalformed, h.key, h.version, err)
 	}
 	return h, req, nil
+}
+
+// parseBody reads a request's body (after the client id) at its version:
+// the header's tag section for a flexible version, then the fields.
+func parseBody(req kmsg.Request, body []byte) error {
+	if req.IsFlexible() {
+		r := kbin.Reader{Src: body}
+		kmsg.SkipTags(&r)
+		if !r.Ok() {
+			return errors.New("header tags")
+		}
+		body = r.Src
+	}
+	return req.ReadFrom(body)
 }
 
 // appendResponse appends resp, framed for correlation id corr, to dst.

@@ -140,7 +140,7 @@ func (c *conn) read() (err error) {
 		}
 		h, req, err := decodeRequest(frame)
 		if err != nil {
-			p, stop := c.refuse(h, err)
+			p, stop := c.refuse(h, req, err)
 			if p != nil {
 				c.out <- p
 			}
@@ -165,12 +165,20 @@ func (c *conn) read() (err error) {
 
 // refuse answers a request that did not decode: an ApiVersions at an
 // unknown version gets the KIP-511 answer (a v0 response with
-// UNSUPPORTED_VERSION and the versions served), and the connection goes
-// on; anything else closes it, as Kafka does.
-func (c *conn) refuse(h header, err error) (*pending, bool) {
-	if h.key == apiVersionsKey && errors.Is(err, ErrUnsupportedVersion) {
-		c.l.cfg.Hooks.Request("ApiVersions", kerr.UnsupportedVersion.Message)
-		return answered(h.correlation, apiVersionsResponse(0, kerr.UnsupportedVersion.Code)), false
+// UNSUPPORTED_VERSION and the versions served), another api at a version
+// the listener can still speak gets UNSUPPORTED_VERSION at that version
+// (req, versions.go), and the connection goes on; anything else closes
+// it, as Kafka does.
+func (c *conn) refuse(h header, req kmsg.Request, err error) (*pending, bool) {
+	if errors.Is(err, ErrUnsupportedVersion) {
+		switch {
+		case h.key == apiVersionsKey:
+			c.l.cfg.Hooks.Request("ApiVersions", kerr.UnsupportedVersion.Message)
+			return answered(h.correlation, apiVersionsResponse(0, kerr.UnsupportedVersion.Code)), false
+		case req != nil:
+			c.l.cfg.Hooks.Request(kmsg.NameForKey(h.key), kerr.UnsupportedVersion.Message)
+			return answered(h.correlation, unsupportedResponse(req)), false
+		}
 	}
 	c.l.cfg.Hooks.Request(kmsg.NameForKey(h.key), "closed")
 	return nil, true

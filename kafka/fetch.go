@@ -13,11 +13,19 @@ import (
 	"github.com/getfelix/felix-go/wire"
 )
 
-// fetchPollInterval is how often a long-polling Fetch with nothing to send
-// reads its partitions again. The service has no "wake me on append" for
-// range reads, so a waiting Fetch polls; the cost is at most this much
-// extra latency for a consumer that is caught up.
-const fetchPollInterval = 5 * time.Millisecond
+// A long-polling Fetch with nothing to send waits for its partitions'
+// commits (service.CommitWatcher: the broker wakes it when a publish to one
+// of them is acknowledged) and reads again; it also reads again on a timer
+// that backs off from fetchPollMin to fetchPollMax, which is all it has
+// when the session cannot watch (or a shard refuses more watches), and
+// what catches records that reach a shard without a publish here (a
+// replicated shard's follower).
+// They are variables for a test that sets them past its deadline, so
+// that only a commit can wake a Fetch.
+var (
+	fetchPollMin = 5 * time.Millisecond
+	fetchPollMax = 250 * time.Millisecond
+)
 
 // fetchPart is one partition of a Fetch, resolved on the read loop.
 type fetchPart struct {
@@ -74,6 +82,14 @@ func (c *conn) handleFetch(h header, r *kmsg.FetchRequest) *pending {
 func (c *conn) longPoll(resp *kmsg.FetchResponse, parts []fetchPart, minBytes, maxBytes int, wait time.Duration) int16 {
 	deadline := time.Now().Add(wait)
 	var timer *time.Timer
+	wake := make(chan struct{}, 1)
+	var cancels []func()
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	interval := fetchPollMin
 	for {
 		total, code := c.fetchOnce(resp, parts, maxBytes)
 		if total >= max(minBytes, 1) || code != 0 || !time.Now().Before(deadline) {
@@ -81,17 +97,42 @@ func (c *conn) longPoll(resp *kmsg.FetchResponse, parts []fetchPart, minBytes, m
 			return code
 		}
 		if timer == nil {
-			timer = time.NewTimer(fetchPollInterval)
+			cancels = c.watchCommits(resp, parts, wake)
+			timer = time.NewTimer(interval)
 			defer timer.Stop()
 		} else {
-			timer.Reset(fetchPollInterval)
+			interval = min(2*interval, fetchPollMax)
+			timer.Reset(interval)
 		}
 		select {
+		case <-wake:
 		case <-timer.C:
 		case <-c.ctx.Done():
 			return 0
 		}
 	}
+}
+
+// watchCommits asks to be woken on wake when a partition of the Fetch gets
+// records past what this read saw (its high watermark); a partition that
+// cannot be watched is left to the timer.
+func (c *conn) watchCommits(resp *kmsg.FetchResponse, parts []fetchPart, wake chan<- struct{}) []func() {
+	w, ok := c.sess.(service.CommitWatcher)
+	if !ok {
+		return nil
+	}
+	var cancels []func()
+	for _, fp := range parts {
+		out := &resp.Topics[fp.topic].Partitions[fp.part]
+		if fp.err != nil || out.ErrorCode != 0 {
+			continue
+		}
+		cancel, err := w.WatchCommitted(c.ctx, fp.t.scope, fp.shard, uint64(out.HighWatermark), wake)
+		if err == nil {
+			cancels = append(cancels, cancel)
+		}
+	}
+	return cancels
 }
 
 // fetchOnce reads every partition once into resp, within maxBytes in all

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/getfelix/felix-go/kafka"
 )
 
 // fetchRaw sends one Fetch of topic partition 0 from offset.
@@ -115,6 +117,41 @@ func TestFetchCapsAndLongPoll(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		if got := roundTrip(t, cl, req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].Offset; got != tc.want {
 			t.Fatalf("ListOffsets %s: offset %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestFetchWokenByCommit: a Fetch waiting at the end of a partition is
+// woken by the commit of a publish (service.CommitWatcher), not by reading
+// again: with the re-read timer set past the test, it still answers the
+// new record long before its max_wait.
+func TestFetchWokenByCommit(t *testing.T) {
+	t.Cleanup(kafka.SetFetchPoll(time.Hour, time.Hour)) // runs after the broker stopped
+	cfg := kafkaConfig(t)
+	b := startBroker(t, cfg)
+	createStream(t, b, cfg, 1)
+	cl := kgoClient(t, b, cfg)
+	wantProduce(t, "a batch", produceRaw(t, cl, topic, 0, rawBatch(-1, -1, 0, "first")), 0, 0)
+	for i := int64(1); i <= 3; i++ {
+		woken := make(chan kmsg.Response, 1)
+		go func() {
+			resp, err := cl.Request(context.Background(), fetchRequest(i, 1<<20, 1<<20, 1, 20000))
+			if err != nil {
+				resp = nil
+			}
+			woken <- resp
+		}()
+		// Let the fetch start waiting; a publish before it waits is seen
+		// by its read or by the watch's own check, so it is woken either way.
+		time.Sleep(20 * time.Millisecond)
+		start := time.Now()
+		wantProduce(t, "a batch during a long poll", produceRaw(t, cl, topic, 0, rawBatch(-1, -1, 0, "wake")), 0, i)
+		resp := <-woken
+		if resp == nil || time.Since(start) > 10*time.Second {
+			t.Fatalf("the long poll failed (%v) or returned %s after the append", resp == nil, time.Since(start))
+		}
+		if n, first := batchRecords(t, resp.(*kmsg.FetchResponse).Topics[0].Partitions[0].RecordBatches); n != 1 || first != i {
+			t.Fatalf("the long poll got %d records from %d, want the one at %d", n, first, i)
 		}
 	}
 }

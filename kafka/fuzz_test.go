@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"testing"
 
@@ -14,7 +15,9 @@ import (
 )
 
 // FuzzRequest: decodeRequest never panics, whatever the frame; a request
-// it accepts is one of the advertised apis at a served version.
+// it accepts is one of the advertised apis at a served version; one it
+// refuses as unsupported but can answer gets an UNSUPPORTED_VERSION
+// response that encodes and parses back at the request's version.
 func FuzzRequest(f *testing.F) {
 	for key := range apis {
 		req := kmsg.RequestForKey(key)
@@ -26,8 +29,20 @@ func FuzzRequest(f *testing.F) {
 	}
 	f.Add([]byte{0x75, 0x30, 0, 0, 0, 0, 0, 1, 0, 0}) // api key 30000: kfake's nil dereference
 	f.Add([]byte{0, 18, 0, 99, 0, 0, 0, 1, 0xff, 0xff})
+	for _, key := range []int16{0, 1, 3, 9, 10} { // unsupported versions, below and above the range
+		req := kmsg.RequestForKey(key)
+		for _, v := range []int16{apis[key].min - 1, apis[key].max + 1} {
+			req.SetVersion(v)
+			framed := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz")).AppendRequest(nil, req, 1)
+			f.Add(framed[4:])
+		}
+	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		h, req, err := decodeRequest(frame)
+		if errors.Is(err, ErrUnsupportedVersion) && req != nil {
+			checkUnsupported(t, h, req)
+			return
+		}
 		if err != nil {
 			return
 		}
@@ -126,3 +141,17 @@ func TestParseBatchCodecs(t *testing.T) {
 }
 
 func isTooLarge(err error) bool { return err != nil && errorCode(err) == 10 }
+
+// checkUnsupported: the refusal of req encodes, at its version, into a
+// response that parses back.
+func checkUnsupported(t *testing.T, h header, req kmsg.Request) {
+	resp := unsupportedResponse(req)
+	if resp.GetVersion() != h.version || resp.Key() != h.key {
+		t.Fatalf("api %d v%d answered with api %d v%d", h.key, h.version, resp.Key(), resp.GetVersion())
+	}
+	back := req.ResponseKind()
+	back.SetVersion(h.version)
+	if err := back.ReadFrom(resp.AppendTo(nil)); err != nil {
+		t.Fatalf("api %d v%d: the UNSUPPORTED_VERSION answer does not parse back: %v", h.key, h.version, err)
+	}
+}

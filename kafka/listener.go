@@ -81,6 +81,10 @@ type Config struct {
 	// broker's connection limits); a refusal closes it. release is called
 	// when the connection ends.
 	Admit func(remote net.Addr) (release func(), err error)
+	// Cluster, when set, is the cluster this broker is a member of:
+	// Metadata lists every member as a broker and each partition's owner
+	// as its leader (cluster.go). Nil: a single broker, node 0.
+	Cluster Cluster
 	// Hooks receives metric events; nil counts nothing.
 	Hooks Hooks
 	Log   zerolog.Logger
@@ -185,12 +189,7 @@ func (l *Listener) advertised() (string, int32) {
 	if addr == "" {
 		addr = l.ln.Addr().String()
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr, 0
-	}
-	p, _ := net.LookupPort("tcp", port)
-	return host, int32(p)
+	return splitHostPort(addr)
 }
 
 // accept runs until the listener closes.

@@ -75,17 +75,16 @@ func topicCode(err error) int16 {
 	return errorCode(err)
 }
 
-// handleMetadata lists this broker and the requested topics (all the
+// handleMetadata lists the brokers (this one, or every member of its
+// cluster: cluster.go) and the requested topics (all the
 // tenant's durable streams when the request names none).
 func (c *conn) handleMetadata(h header, r *kmsg.MetadataRequest) *pending {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
-	host, port := c.l.advertised()
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID, b.Host, b.Port = nodeID, host, port
-	resp.Brokers = []kmsg.MetadataResponseBroker{b}
+	v := c.l.view()
+	resp.Brokers = v.brokers
 	cluster := "felix"
 	resp.ClusterID = &cluster
-	resp.ControllerID = nodeID
+	resp.ControllerID = v.self
 	ctx := c.ctx
 	names, err := c.requestedTopics(ctx, r)
 	if err != nil {
@@ -96,7 +95,11 @@ func (c *conn) handleMetadata(h header, r *kmsg.MetadataRequest) *pending {
 	}
 	for _, name := range names {
 		t, err := c.topic(ctx, name, r.AllowAutoTopicCreation)
-		resp.Topics = append(resp.Topics, metadataTopic(name, t, topicCode(err)))
+		mt := metadataTopic(name, t, topicCode(err), v.ids == nil)
+		if err == nil && v.ids != nil {
+			c.clusterPartitions(ctx, &mt, t, v)
+		}
+		resp.Topics = append(resp.Topics, mt)
 	}
 	c.count(h.key, 0)
 	return answered(h.correlation, resp)
@@ -127,11 +130,13 @@ func (c *conn) requestedTopics(ctx context.Context, r *kmsg.MetadataRequest) ([]
 	return names, nil
 }
 
-func metadataTopic(name string, t topicInfo, code int16) kmsg.MetadataResponseTopic {
+// metadataTopic is a topic's entry; single lists its partitions, all led
+// by this broker (a cluster member fills them from the owners).
+func metadataTopic(name string, t topicInfo, code int16, single bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = &name
 	mt.ErrorCode = code
-	if code != 0 {
+	if code != 0 || !single {
 		return mt
 	}
 	for n := range t.shards {

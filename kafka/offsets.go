@@ -110,7 +110,7 @@ func (s *offsetStore) ensure(ctx context.Context, sess service.Session, tenant s
 		return nil
 	}
 	scope := offsetsScope(tenant)
-	if _, err := sess.CreateStream(ctx, &service.StreamSpec{Scope: scope, Shards: 1, Durable: true}); err != nil {
+	if _, err := sess.CreateStream(ctx, offsetsSpec(tenant)); err != nil {
 		return fmt.Errorf("kafka: the commit log %s: %w", scope, err)
 	}
 	for from := uint64(0); ; {
@@ -206,6 +206,11 @@ func (c *conn) groupCode(group string) int16 {
 	if group == "" {
 		return kerr.InvalidGroupID.Code
 	}
+	if c.l.cfg.Cluster != nil {
+		if code := c.checkCoordinator(c.ctx); code != 0 {
+			return code
+		}
+	}
 	if err := c.l.groups.offsets.ensure(c.ctx, c.sess, c.tenant); err != nil {
 		c.l.cfg.Log.Warn().Err(err).Str("tenant", c.tenant).Msg("kafka: group offsets unavailable")
 		if errors.Is(err, wire.ErrForbidden) || errors.Is(err, wire.ErrUnauthenticated) {
@@ -252,14 +257,22 @@ func (c *conn) handleOffsetFetch(h header, r *kmsg.OffsetFetchRequest) *pending 
 	return answered(h.correlation, resp)
 }
 
-// handleFindCoordinator names this broker for every group; transaction
-// coordinators are refused, as transactions are.
+// handleFindCoordinator names the tenant's coordinator for every group
+// (this broker, or in a cluster the owner of the tenant's commit log);
+// transaction coordinators are refused, as transactions are.
 func (c *conn) handleFindCoordinator(h header, r *kmsg.FindCoordinatorRequest) *pending {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	v := c.l.view()
+	id, addr, code := c.coordinatorOf(c.ctx, v)
 	host, port := c.l.advertised()
-	code := int16(0)
+	if addr != "" {
+		host, port = splitHostPort(addr)
+	}
 	if r.CoordinatorType != 0 {
 		code = kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	if code != 0 {
+		id, host, port = -1, "", -1
 	}
 	keys := r.CoordinatorKeys
 	if r.Version < 4 {
@@ -267,10 +280,10 @@ func (c *conn) handleFindCoordinator(h header, r *kmsg.FindCoordinatorRequest) *
 	}
 	for _, key := range keys {
 		co := kmsg.NewFindCoordinatorResponseCoordinator()
-		co.Key, co.NodeID, co.Host, co.Port, co.ErrorCode = key, nodeID, host, port, code
+		co.Key, co.NodeID, co.Host, co.Port, co.ErrorCode = key, id, host, port, code
 		resp.Coordinators = append(resp.Coordinators, co)
 	}
-	resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = code, nodeID, host, port
+	resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = code, id, host, port
 	c.count(h.key, code)
 	return answered(h.correlation, resp)
 }

@@ -124,6 +124,22 @@ type Session interface {
 	DiscardDeadLetters(ctx context.Context, ref GroupRef, offsets []uint64, all bool) (int, error)
 }
 
+// CommitWatcher is a Session that can wake a reader caught up with a
+// durable shard when records are committed to it (the Kafka listener's
+// long-polling Fetch). It is optional: a front end asserts it, and reads
+// again on a timer without it.
+type CommitWatcher interface {
+	// WatchCommitted sends on wake, without blocking (give it room for
+	// one), whenever a publish to the shard through this broker is
+	// acknowledged, and at once when the shard's committed end is already
+	// past after. Records committed otherwise (a replicated shard's
+	// follower) wake nothing: the reader still reads again now and then.
+	// cancel must be called when done. It needs the right to read the
+	// shard, and the shard served here; a shard with too many watches is
+	// refused overloaded.
+	WatchCommitted(ctx context.Context, scope wire.Scope, shard uint32, after uint64, wake chan<- struct{}) (cancel func(), err error)
+}
+
 // Publish is one batch of records for one stream.
 type Publish struct {
 	Scope wire.Scope
