@@ -163,6 +163,12 @@ func TestReplicatedStreamSurvivesItsLeader(t *testing.T) {
 	if info := createReplicated(ctx, t, cc, st); info.Replicas != 3 {
 		t.Fatalf("created with %d replicas; want 3", info.Replicas)
 	}
+	// A subscriber from the first offset, through the leader's stop.
+	sub, err := cc.Subscribe(ctx, st, client.SubscribeOptions{From: client.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Close(context.Background()) }()
 	var want []string
 	for _, p := range payloads(0, 20) {
 		if err := cc.Publish(ctx, st, []byte(p), client.PublishOptions{}); err != nil {
@@ -203,6 +209,17 @@ func TestReplicatedStreamSurvivesItsLeader(t *testing.T) {
 	}
 	if now := top.Owners[0].Owner.NodeID; now == leader || !slices.Contains([]string{"a", "b", "c"}, now) {
 		t.Fatalf("the shard's owner is %q after %s stopped", now, leader)
+	}
+	// The subscriber resumed at the new leader from its next offset: every
+	// record once, in order, at its offset.
+	for i, w := range want {
+		ev, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("subscriber, record %d: %v", i, err)
+		}
+		if !ev.HasOffset || ev.Offset != uint64(i) || string(ev.Payload) != w {
+			t.Fatalf("subscriber got %q at %d (has offset %v); want %q at %d", ev.Payload, ev.Offset, ev.HasOffset, w, i)
+		}
 	}
 }
 
