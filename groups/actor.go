@@ -148,6 +148,12 @@ const (
 	// cursor write (the only wait in its Receive besides room in the state
 	// shard's mailbox).
 	stopWriteWait = 2 * time.Second
+	// idleAfter stops a group actor that served no request for this long
+	// and holds nothing only memory keeps (no claim in flight or owed, no
+	// parked poll, its cursor written): its state is in the state stream,
+	// and the next request starts it again. Without it, every group ever
+	// used would keep an actor and up to readAheadBytes of records.
+	idleAfter = 10 * time.Minute
 )
 
 // group is the actor. Only Receive touches it.
@@ -170,6 +176,8 @@ type group struct {
 	broken bool
 	// deadCounted is core.deadLettered as last told to the hooks.
 	deadCounted uint64
+	// usedAt is when the actor last served a request (idleAfter).
+	usedAt time.Time
 }
 
 type parked struct {
@@ -221,9 +229,15 @@ func (g *group) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 			return
 		}
+		g.usedAt = time.Now()
 		g.handleRequest(ctx, msg)
 	case *tick:
 		g.handleTick()
+		if g.idle(time.Now()) {
+			g.cfg.Log.Debug().Str("group", g.cfg.Group).Msg("group actor idle; stops (its state is in the state stream)")
+			ctx.Stop(ctx.Self())
+			return
+		}
 	default:
 		return
 	}
@@ -477,6 +491,21 @@ func (g *group) serveParked(now time.Time) {
 	g.parked = kept
 }
 
+// idle reports whether the actor may stop: nothing served for idleAfter,
+// and nothing held only in memory.
+func (g *group) idle(now time.Time) bool {
+	return g.core != nil && !g.usedAt.IsZero() && now.Sub(g.usedAt) >= g.idleAfter() &&
+		len(g.parked) == 0 && len(g.core.pending) == 0 && len(g.core.ready) == 0 &&
+		g.core.cursor == g.core.saved
+}
+
+func (g *group) idleAfter() time.Duration {
+	if g.cfg.Limits.IdleAfter > 0 {
+		return g.cfg.Limits.IdleAfter
+	}
+	return idleAfter
+}
+
 // gone reports whether a poll's caller stopped waiting.
 func gone(p *Poll) bool {
 	select {
@@ -557,6 +586,9 @@ func (g *group) arm() {
 	}
 	if g.core.exists && g.core.cursor != g.core.saved {
 		pick(g.savedAt.Add(checkpointAfter))
+	}
+	if at.IsZero() && !g.usedAt.IsZero() {
+		pick(g.usedAt.Add(g.idleAfter())) // nothing else to do: look again then
 	}
 	if at.IsZero() || (!g.wakeAt.IsZero() && !at.Before(g.wakeAt)) {
 		return

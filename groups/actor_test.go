@@ -89,3 +89,58 @@ func TestActorMailboxBound(t *testing.T) {
 		t.Fatalf("after a new start: %+v", res)
 	}
 }
+
+// TestActorStopsWhenIdle: a group actor that served nothing for IdleAfter
+// and holds nothing only in memory stops by itself (its state is in the
+// state stream); one holding a claim in flight does not.
+func TestActorStopsWhenIdle(t *testing.T) {
+	sys := actor.NewActorSystem(actors.LoggerFactory(zerolog.Nop()))
+	defer sys.Shutdown()
+	run := func(claim bool) bool {
+		state := &stateLog{}
+		lim := testLimits
+		lim.IdleAfter = 50 * time.Millisecond
+		cfg := Config{
+			Scope: wire.Scope{Tenant: "t", Namespace: "n", Stream: "s"}, Group: "g", Limits: lim,
+			Handles: Handles{Data: newMemLog(5), State: state, Write: state.write},
+		}
+		var mb *actors.Mailbox
+		pid := sys.Root.Spawn(Props(cfg, 8, func(m *actors.Mailbox) { mb = m }))
+		create := &Admin{Op: OpCreate, Reply: make(chan AdminResult, 1)}
+		mb.TryPost(create, 0)
+		if res := <-create.Reply; res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if claim {
+			p := &Poll{Max: 1, MaxBytes: 1 << 20, Visibility: time.Hour, Reply: make(chan PollResult, 1)}
+			mb.TryPost(p, 0)
+			if res := <-p.Reply; res.Err != nil || len(res.Records) != 1 {
+				t.Fatalf("poll: %+v", res)
+			}
+		}
+		stopped := make(chan struct{})
+		sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+			switch m := ctx.Message().(type) {
+			case *actor.Started:
+				ctx.Watch(pid)
+			case *actor.Terminated:
+				if m.Who.Equal(pid) {
+					close(stopped)
+				}
+			}
+		}))
+		select {
+		case <-stopped:
+			return true
+		case <-time.After(time.Second): // twenty times IdleAfter
+			sys.Root.Stop(pid)
+			return false
+		}
+	}
+	if !run(false) {
+		t.Fatal("an idle group actor with nothing in memory did not stop")
+	}
+	if run(true) {
+		t.Fatal("a group actor with a claim in flight stopped for being idle")
+	}
+}

@@ -64,6 +64,9 @@ type Limits struct {
 	// MaxDeadLetters bounds the dead-letter set; past it a record that
 	// should die is handed out again instead.
 	MaxDeadLetters int
+	// IdleAfter stops an idle group actor (see idleAfter, the default
+	// when zero).
+	IdleAfter time.Duration
 }
 
 type entryState uint8

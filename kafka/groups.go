@@ -42,6 +42,18 @@ const (
 // rebalances whose timeout passed.
 const groupTick = 100 * time.Millisecond
 
+// Bounds on what clients can make the coordinator hold, as Apache Kafka's
+// group.min.session.timeout.ms, group.max.session.timeout.ms and
+// group.max.size bound it (their defaults), plus a cap on the groups a
+// listener keeps: a client that joins without end, or with a session of
+// weeks, would otherwise pin members for as long.
+const (
+	minSessionTimeout = 6 * time.Second
+	maxSessionTimeout = 30 * time.Minute
+	maxGroupMembers   = 1000
+	maxGroups         = 10000
+)
+
 type groupKey struct{ tenant, group string }
 
 type member struct {
@@ -153,9 +165,18 @@ func (co *coordinator) join(k groupKey, corr int32, r *kmsg.JoinGroupRequest, co
 	w := &joinWait{p: newPending(), corr: corr, resp: resp}
 	co.mu.Lock()
 	defer co.mu.Unlock()
+	session := time.Duration(r.SessionTimeoutMillis) * time.Millisecond
+	if session < minSessionTimeout || session > maxSessionTimeout {
+		return w.fail(kerr.InvalidSessionTimeout.Code)
+	}
+	if co.mu.groups[k] == nil && len(co.mu.groups) >= maxGroups {
+		return w.fail(kerr.CoordinatorNotAvailable.Code)
+	}
 	g := co.groupLocked(k)
 	id := r.MemberID
 	switch {
+	case id == "" && len(g.members) >= maxGroupMembers:
+		return w.fail(kerr.GroupMaxSizeReached.Code)
 	case len(r.Protocols) == 0 || (len(g.members) > 0 && r.ProtocolType != g.protocolType):
 		return w.fail(kerr.InconsistentGroupProtocol.Code)
 	case id != "" && g.members[id] == nil:
@@ -174,7 +195,7 @@ func (co *coordinator) join(k groupKey, corr int32, r *kmsg.JoinGroupRequest, co
 	}
 	g.protocolType = r.ProtocolType
 	m.protocols = r.Protocols
-	m.session = time.Duration(r.SessionTimeoutMillis) * time.Millisecond
+	m.session = session
 	m.rebalance = max(time.Duration(r.RebalanceTimeoutMillis)*time.Millisecond, m.session)
 	m.lastSeen = time.Now()
 	m.join = w

@@ -196,6 +196,15 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	wantSASLRefused(t, b, cfg)
+	for _, session := range []int32{10, 24 * 60 * 60 * 1000} { // 10 ms, a day
+		join := kmsg.NewPtrJoinGroupRequest()
+		join.Group, join.ProtocolType, join.SessionTimeoutMillis = "bad-session", "consumer", session
+		join.RebalanceTimeoutMillis = 1000
+		join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+		if got := roundTrip(t, cl, join).(*kmsg.JoinGroupResponse); got.ErrorCode != kerr.InvalidSessionTimeout.Code {
+			t.Errorf("JoinGroup with a %d ms session: error %d, want INVALID_SESSION_TIMEOUT", session, got.ErrorCode)
+		}
+	}
 
 	wantProduce(t, "a good batch after all that", produceRaw(t, cl, topic, 0, rawBatch(-1, -1, 0, "ok")), 0, 0)
 	checkKafkaMetrics(t, b)
