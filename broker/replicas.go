@@ -175,7 +175,27 @@ func (s *shardReplica) Tick() {
 		s.b.replStatus.put(s.key, s.statusOf(st))
 		if st.State == raft.StateLeader {
 			s.mover.step(s, st)
+			s.leaveIfDraining(st)
 		}
+	}
+}
+
+// leaveIfDraining hands the leadership to the most caught-up other voter
+// while an operator drains this member: its replicas stay (move them with
+// felix cluster move-replica), but clients go elsewhere before it stops.
+func (s *shardReplica) leaveIfDraining(st replication.Status) {
+	if !s.node.Draining() {
+		return
+	}
+	voters, _ := s.r.Membership()
+	var to, best uint64
+	for _, v := range voters {
+		if m := st.Match[v]; v != st.ID && (to == 0 || m > best) {
+			to, best = v, m
+		}
+	}
+	if to != 0 {
+		s.r.TransferLeadership(to)
 	}
 }
 

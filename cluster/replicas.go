@@ -386,3 +386,11 @@ func (n *Node) FinishMoveAsync(key ShardKey, done func(error)) {
 		done(n.FinishMove(ctx, key))
 	}()
 }
+
+// Draining reports whether an operator is draining this member: its
+// replicas hand their leadership to others.
+func (n *Node) Draining() bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.state.draining[n.cfg.NodeID]
+}

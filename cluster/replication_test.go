@@ -386,3 +386,44 @@ func logMetrics(t *testing.T, id string, b *broker.Broker) {
 		}
 	}
 }
+
+// TestDrainMovesReplicatedLeadership: draining the member that leads a
+// replicated shard hands the leadership to another replica, while
+// publishing goes on; the replica stays on the drained member.
+func TestDrainMovesReplicatedLeadership(t *testing.T) {
+	members, addrs := replicaCluster(t)
+	cc := dialClusterInsecure(t, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "drained"}
+	createReplicated(ctx, t, cc, st)
+	if err := cc.Publish(ctx, st, []byte("before"), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	top, err := cc.ShardOwners(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := top.Owners[0].Owner.NodeID
+	if code := adminCall(t, members["a"], http.MethodPost, "/debug/cluster/drain?node="+leader, nil); code != http.StatusAccepted {
+		t.Fatalf("drain: %d", code)
+	}
+	for n := 0; ; n++ {
+		if err := cc.Publish(ctx, st, []byte(fmt.Sprint(n)), client.PublishOptions{}); err != nil {
+			t.Fatalf("publish while draining: %v", err)
+		}
+		top, err := cc.ShardOwners(ctx, st)
+		if err == nil && top.Owners[0].Available && top.Owners[0].Owner.NodeID != leader {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the leadership stayed on the drained member %s", leader)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var set cluster.ReplicaSet
+	adminCall(t, members["a"], http.MethodGet, "/debug/cluster/replicas?stream=t/ns/drained&shard=0", &set)
+	if _, in := set.Has(leader); !in {
+		t.Fatalf("the drained member's replica was removed: %+v", set)
+	}
+}

@@ -57,7 +57,9 @@ func newClusterCmd() *command {
       whether the actor system lists it too.
   felix cluster drain NODE [--wait=false]
       has NODE hand its in-memory shards to the other members, then waits
-      until none is left on it. Durable shards cannot move yet: they stay.
+      until none is left on it. The replicated shards it leads hand their
+      leadership to another replica; replicas and unreplicated durable
+      shards stay (move replicas with move-replica).
   felix cluster move-replica TENANT/NAMESPACE/STREAM SHARD FROM TO [--wait=false]
       moves a replicated shard's replica from member FROM to member TO: TO
       joins the shard's raft group as a learner, catches up from the
