@@ -134,6 +134,8 @@ type shardReplica struct {
 	// record in; leader the last leader it saw.
 	claimed, leader uint64
 	ticks           uint64
+	// lastHeard is when the leader last saw each replica active (heard).
+	lastHeard map[uint64]time.Time
 	// removed: the replica set no longer names this member (a move took
 	// the replica elsewhere).
 	removed bool

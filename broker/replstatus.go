@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -58,9 +59,31 @@ func (s *shardReplica) statusOf(st replication.Status) wire.ShardReplication {
 		if !ok {
 			continue
 		}
-		out.Replicas = append(out.Replicas, wire.ReplicaProgress{Node: m.Node, Match: match, LagRecords: st.LagRecords[m.ID], Active: st.Active[m.ID]})
+		out.Replicas = append(out.Replicas, wire.ReplicaProgress{Node: m.Node, Match: match, LagRecords: st.LagRecords[m.ID], Active: s.heard(m.ID, st.Active[m.ID])})
 	}
 	return out
+}
+
+// heardWithin is how long after the leader last saw a replica active it
+// still reports it so: raft's quorum check clears a replica's recent
+// activity every election timeout, and the next heartbeat answer sets it
+// again a tick later, so one sample alone flaps; a replica not seen for a
+// whole election timeout is not heard from.
+const heardWithin = time.Second
+
+// heard remembers when replica id was last seen active and says whether
+// that was within heardWithin.
+func (s *shardReplica) heard(id uint64, active bool) bool {
+	now := time.Now()
+	if s.lastHeard == nil {
+		s.lastHeard = make(map[uint64]time.Time)
+	}
+	if active {
+		s.lastHeard[id] = now
+		return true
+	}
+	at, ok := s.lastHeard[id]
+	return ok && now.Sub(at) < heardWithin
 }
 
 // Replication implements service.Session.
