@@ -16,6 +16,7 @@ import (
 
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/internal/clustertest"
+	"github.com/getfelix/felix-go/loadgen"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -319,7 +320,7 @@ func replicatedLeader(ctx context.Context, b *testing.B, c *clustertest.Cluster,
 
 // waitLeader returns the running member whose replica leads st's shard by
 // its own view, once its replicas have (nearly) what it has.
-func waitLeader(ctx context.Context, b *testing.B, c *clustertest.Cluster, st client.Stream) *clustertest.Member {
+func waitLeader(ctx context.Context, b testing.TB, c *clustertest.Cluster, st client.Stream) *clustertest.Member {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -584,4 +585,45 @@ func reportFailover(b *testing.B, took []time.Duration, phases []failoverPhases)
 	b.ReportMetric(median(func(p failoverPhases) time.Duration { return p.claim }), "claim-ms")
 	b.ReportMetric(median(func(p failoverPhases) time.Duration { return p.client }), "client-ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// TestBenchPublishesAtTheLeader: loadgen (felix bench --durable --replicas
+// 3) given a member that does not lead the replicated shard it creates
+// publishes at the one that does, and every acked record is in the log.
+func TestBenchPublishesAtTheLeader(t *testing.T) {
+	c := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st := client.Stream{Name: "bench-leader"}
+	cfg := loadgen.Config{
+		Client: c.ClientOptions(), Stream: st.Name, Durable: true, Replicas: 3,
+		Batch: 64, Ack: wire.AckPerBatch, Inflight: 4, Count: 6400,
+	}
+	// Each member in turn until one does not lead: the stream is made by
+	// the first run, so later runs find its leader already elected.
+	for _, m := range c.Members() {
+		cfg.Addr = m.Addr
+		res, err := loadgen.Run(ctx, cfg)
+		if err != nil {
+			t.Fatalf("bench at %s: %v", m.NodeID, err)
+		}
+		if res.Published != int64(cfg.Count) {
+			t.Fatalf("bench at %s published %d, want %d", m.NodeID, res.Published, cfg.Count)
+		}
+		leader := waitLeader(ctx, t, c, st)
+		if res.Target != leader.Addr {
+			t.Fatalf("bench given %s published at %s; the leader is at %s", m.Addr, res.Target, leader.Addr)
+		}
+	}
+	var page client.Page
+	err := onMember(ctx, c, waitLeader(ctx, t, c, st), func(cl *client.Client) (err error) {
+		page, err = cl.Read(ctx, st, 0, client.ReadOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(3 * cfg.Count); page.Committed != want {
+		t.Fatalf("the log holds %d records, want %d", page.Committed, want)
+	}
 }
