@@ -8,6 +8,8 @@
 #   -n RUNS   runs of every scenario on each system (default 3)
 #   --quick   a tenth of the messages, 3 s latency runs, 1 run: checks the
 #             script, not the brokers
+#   --only-replicated  the replicated scenario alone, written to
+#             bench/results/replicated.* instead of latest.*
 #
 # It installs pinned NATS tools into bench/tools/bin (git-ignored; skipped
 # when already there), builds felix, starts two nats-servers (JetStream
@@ -27,12 +29,18 @@
 #                  default sync, Felix on_commit vs sync_interval: always
 #   slow consumer  a SIGSTOPped subscriber next to a healthy one: the healthy
 #                  one's rate as a share of its rate with no frozen peer
+#   replicated     acked 128 B publishing to a stream with 3 replicas: a
+#                  3-member felix cluster (felix dev cluster, every ack
+#                  on_commit: a quorum fsynced) vs three clustered nats-servers
+#                  (JetStream R3, file storage, sync_interval: always); felix
+#                  bench --durable --replicas 3 (at the shard's leader) vs nats
+#                  bench js pub async --replicas 3
 # It writes bench/results/latest.md (the table), latest.tsv (medians),
 # latest-raw.tsv (every run) and latest.svg (the chart, from bench/chart).
 #
 # Sizes can be changed through the environment: CORE_N_128 (1000000),
-# CORE_N_1K (200000), LAT_DUR (10s), SLOW_N (1000000), STEP_TIMEOUT (180,
-# seconds, the bound on any one command). IDLE_MIN (0: off) gates each
+# CORE_N_1K (200000), LAT_DUR (10s), SLOW_N (1000000), REPL_N (200000),
+# STEP_TIMEOUT (180, seconds, the bound on any one command). IDLE_MIN (0: off) gates each
 # Felix/NATS pair on the machine being at least that % idle (vmstat, 1 s),
 # waiting up to GATE_WAIT seconds (60) and then running anyway; the idle
 # seen before each pair goes into the report.
@@ -40,10 +48,12 @@ set -euo pipefail
 
 RUNS=3
 QUICK=0
+REPL_ONLY=0
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	-n) RUNS=${2:?-n needs a number}; shift 2 ;;
 	--quick) QUICK=1; shift ;;
+	--only-replicated) REPL_ONLY=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
 	esac
@@ -56,12 +66,13 @@ LAT_DUR=${LAT_DUR:-10s}
 SLOW_N=${SLOW_N:-1000000}
 DUR_N=${DUR_N:-500000}
 DUR_SYNC_N=${DUR_SYNC_N:-50000}
+REPL_N=${REPL_N:-200000}
 STEP_TIMEOUT=${STEP_TIMEOUT:-180}
 IDLE_MIN=${IDLE_MIN:-0}
 GATE_WAIT=${GATE_WAIT:-60}
 if ((QUICK)); then
 	CORE_N_128=$((CORE_N_128 / 10)) CORE_N_1K=$((CORE_N_1K / 10)) SLOW_N=$((SLOW_N / 10))
-	DUR_N=$((DUR_N / 10)) DUR_SYNC_N=$((DUR_SYNC_N / 10))
+	DUR_N=$((DUR_N / 10)) DUR_SYNC_N=$((DUR_SYNC_N / 10)) REPL_N=$((REPL_N / 10))
 	LAT_DUR=3s RUNS=1
 fi
 
@@ -72,6 +83,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
 TOOLS=$BENCH/tools/bin
 RESULTS=$BENCH/results
+OUT=latest # the results' file names
+((REPL_ONLY)) && OUT=replicated
 mkdir -p "$TOOLS" "$RESULTS"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/felix-compare.XXXXXX")
 PIDS=()   # every background process this script started
@@ -346,6 +359,90 @@ durable() {
 	fi
 }
 
+# ---- replicated streams (issue #14) ----------------------------------------
+# Started on first use (replicated_servers), so the other scenarios run
+# without them: a 3-member felix cluster and three clustered nats-servers.
+
+# free_tcp_port: a 127.0.0.1 TCP port nothing answers on now.
+free_tcp_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+# start_nats_r3: three nats-servers routed to each other as one cluster,
+# JetStream file storage fsyncing every write (sync_interval: always, the
+# match for on_commit); sets NATS_R3_URL (all three client URLs).
+start_nats_r3() {
+	local i routes="" ports=() urls=""
+	for i in 0 1 2; do ports+=("$(free_tcp_port)"); done
+	for i in 0 1 2; do routes+="${routes:+, }nats://127.0.0.1:${ports[i]}"; done
+	for i in 0 1 2; do
+		printf 'server_name: r3-%d\nhost: 127.0.0.1\nport: -1\njetstream { store_dir: "%s", sync_interval: always }\ncluster { name: r3, listen: "127.0.0.1:%d", routes: [%s] }\n' \
+			"$i" "$WORK/js-r3-$i" "${ports[i]}" "$routes" >"$WORK/nats-r3-$i.conf"
+		start_bg "$WORK/nats-r3-$i.log" "$TOOLS/nats-server" -c "$WORK/nats-r3-$i.conf"
+	done
+	for i in 0 1 2; do
+		wait_until "nats-server r3-$i to listen" 20 grep -q 'Listening for client connections on' "$WORK/nats-r3-$i.log"
+		urls+="${urls:+,}nats://127.0.0.1:$(grep -o 'client connections on [0-9.]*:[0-9]*' "$WORK/nats-r3-$i.log" | head -1 | sed 's/.*://')"
+	done
+	wait_until "the JetStream cluster to elect its metadata leader" 60 \
+		grep -q 'JetStream cluster new metadata leader\|Self is new JetStream cluster metadata leader' "$WORK"/nats-r3-*.log
+	NATS_R3_URL=$urls
+}
+
+# start_felix_r3: felix dev cluster --nodes 3 (an embedded etcd, peer link
+# certificates) with every durable ack on_commit; sets R3_ADDR (node-1),
+# R3_CA, R3_TOKEN for felix_bench R3. felix bench finds the shard's
+# leader itself.
+start_felix_r3() {
+	local dir=$WORK/felix-r3 base admin try
+	for try in 1 2 3; do
+		base=$(free_tcp_port) admin=$(free_tcp_port)
+		start_bg "$WORK/felix-r3-$try.log" "$FELIX" dev cluster --nodes 3 --dir "$dir" --base-port "$base" \
+			--admin-base-port "$admin" --json -- --durable-fsync on_commit
+		FELIX_R3_PID=$BG
+		# The member table (JSON) is printed once the cluster formed.
+		if wait_until "felix dev cluster to form" 60 grep -q '"members"' "$WORK/felix-r3-$try.log"; then
+			R3_ADDR=127.0.0.1:$base R3_CA=$dir/cert.pem R3_TOKEN=$(tr -d '\n' <"$dir/admin.token")
+			return
+		fi
+		log "  felix dev cluster did not start (try $try): $(tail -3 "$WORK/felix-r3-$try.log" | tr '\n' ' ')"
+		stop_pid "$FELIX_R3_PID"
+	done
+	return 1
+}
+
+REPL_STARTED=0
+replicated_servers() {
+	((REPL_STARTED)) && return
+	REPL_STARTED=1
+	start_nats_r3
+	start_felix_r3
+	log "replicated: felix cluster at $R3_ADDR (on_commit), JetStream R3 at $NATS_R3_URL (sync always)"
+}
+
+# replicated RUN SYSTEM: acked publishing of REPL_N records of 128 B to a
+# fresh stream with 3 replicas, no subscriber. Felix: felix bench --durable
+# --replicas 3, batches of 64 acked per batch (4 in flight), at the leader;
+# NATS: nats bench js pub async (500 in flight), file storage, R3.
+replicated() {
+	local run=$1 sys=$2 label="replicated R3 128 B, quorum fsync"
+	replicated_servers
+	if [[ $sys == felix ]]; then
+		rec "$label" felix "$run" "acked msgs/s" \
+			"$(felix_bench R3 --durable --replicas 3 --profile throughput --fanout 0 --payload 128 --count "$REPL_N" --warmup 640 --stream "repl-$run" | jget msgs_per_s)"
+	else
+		rec "$label" nats "$run" "acked msgs/s" "$(NATS_URL=$NATS_R3_URL bounded "$NATS" bench js pub async "repl.$run" --stream "repl-$run" --create --storage file --replicas 3 --purge \
+			--msgs "$REPL_N" --size 128 --no-progress 2>&1 | grep -Eo 'stats: [0-9,]+ msgs/sec' | head -1 | grep -Eo '[0-9,]+' | tr -d ,)"
+	fi
+}
+
 human_size() { if (($1 % 1024 == 0)); then echo "$(($1 / 1024)) KiB"; else echo "$1 B"; fi; }
 
 # gate: waits (up to GATE_WAIT s) for IDLE_MIN % idle; records the idle seen.
@@ -377,6 +474,10 @@ both() {
 START=$(date +%s)
 for ((run = 1; run <= RUNS; run++)); do
 	log "run $run of $RUNS"
+	if ((REPL_ONLY)); then
+		both "$run" replicated "$run"
+		continue
+	fi
 	both "$run" core "$run" 128 "$CORE_N_128" 1
 	core "$run" 128 "$CORE_N_128" 1 quic
 	both "$run" core "$run" 128 "$CORE_N_128" 10
@@ -390,7 +491,9 @@ for ((run = 1; run <= RUNS; run++)); do
 	both "$run" slow "$run"
 	both "$run" durable "$run" default
 	both "$run" durable "$run" always
+	both "$run" replicated "$run"
 done
+((REPL_STARTED)) && stop_pid "$FELIX_R3_PID" # felix dev stops its members and etcd
 IDLE_END=$(idle)
 ELAPSED=$(($(date +%s) - START))
 
@@ -463,11 +566,12 @@ DIRTY=$(git -C "$ROOT" diff --quiet HEAD -- . ':(exclude)bench/results' 2>/dev/n
 CMD="bench/compare.sh -n $RUNS"
 ((IDLE_MIN > 0)) && CMD="IDLE_MIN=$IDLE_MIN $CMD"
 ((QUICK)) && CMD="bench/compare.sh --quick"
+((REPL_ONLY)) && CMD+=" --only-replicated"
 {
 	echo "# Felix vs NATS, side by side"
 	echo
 	echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); $RUNS run(s) of each scenario, Felix and NATS alternating; $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
-	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, IDLE_MIN=$IDLE_MIN)"
+	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, REPL_N=$REPL_N, IDLE_MIN=$IDLE_MIN)"
 	echo "- Machine: $MACHINE; idle ${IDLE_START}% before, ${IDLE_END}% after (vmstat, 1 s);"
 	echo "  idle before each Felix/NATS pair: $(sort -n "$IDLES" | awk '{ v[NR] = $1 } END { printf "min %s%%, median %s%%, max %s%%", v[1], v[int((NR + 1) / 2)], v[NR] }') (gate: IDLE_MIN=$IDLE_MIN)."
 	echo "- Versions: felix at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$DIRTY ($("$FELIX" version | cut -d' ' -f2-)), nats-server $("$TOOLS/nats-server" --version | awk '{print $2}'), natscli $("$NATS" --version)."
@@ -483,14 +587,16 @@ CMD="bench/compare.sh -n $RUNS"
 	echo "(timestamp in the payload, one process); Felix waits for each message's ack, NATS has none."
 	echo "Slow consumer: Felix broker with its defaults (drop_new); NATS defaults (max_pending 64 MiB,"
 	echo "write_deadline 10 s). Healthy share = its msg/s next to a SIGSTOPped peer / its msg/s alone."
-} >"$RESULTS/latest.md"
-cp "$SUMMARY" "$RESULTS/latest.tsv"
+	echo "Replicated: a 3-member felix cluster (felix dev cluster, durable_fsync on_commit: acked once a quorum"
+	echo "fsynced the batch) vs three clustered nats-servers (JetStream R3, file storage, sync_interval: always)."
+} >"$RESULTS/$OUT.md"
+cp "$SUMMARY" "$RESULTS/$OUT.tsv"
 {
 	printf 'scenario\tsystem\trun\tmetric\tvalue\n'
 	cat "$RAW"
-} >"$RESULTS/latest-raw.tsv"
-"$TOOLS/chart" -in "$SUMMARY" -out "$RESULTS/latest.svg" \
+} >"$RESULTS/$OUT-raw.tsv"
+"$TOOLS/chart" -in "$SUMMARY" -out "$RESULTS/$OUT.svg" \
 	-title "Felix vs NATS on $(nproc) shared cores, loopback, medians of $RUNS ($(date -u +%Y-%m-%d))"
 
-cat "$RESULTS/latest.md"
-log "wrote bench/results/latest.md, latest.tsv, latest-raw.tsv and latest.svg"
+cat "$RESULTS/$OUT.md"
+log "wrote bench/results/$OUT.md, $OUT.tsv, $OUT-raw.tsv and $OUT.svg"
