@@ -33,8 +33,8 @@
 #                  3-member felix cluster (felix dev cluster, every ack
 #                  on_commit: a quorum fsynced) vs three clustered nats-servers
 #                  (JetStream R3, file storage, sync_interval: always); felix
-#                  bench --durable --replicas 3 (at the shard's leader) vs nats
-#                  bench js pub async --replicas 3
+#                  bench --durable --replicas 3 --inflight 8 (at the shard's
+#                  leader) vs nats bench js pub async --replicas 3
 # It writes bench/results/latest.md (the table), latest.tsv (medians),
 # latest-raw.tsv (every run) and latest.svg (the chart, from bench/chart).
 #
@@ -429,14 +429,16 @@ replicated_servers() {
 
 # replicated RUN SYSTEM: acked publishing of REPL_N records of 128 B to a
 # fresh stream with 3 replicas, no subscriber. Felix: felix bench --durable
-# --replicas 3, batches of 64 acked per batch (4 in flight), at the leader;
-# NATS: nats bench js pub async (500 in flight), file storage, R3.
+# --replicas 3, batches of 64 acked per batch, 8 in flight (512 records, as
+# many as nats bench keeps), at the leader; NATS: nats bench js pub async
+# (its default batch: 500 in flight), file storage, R3. A quorum round
+# trip, not CPU, bounds one publisher: both get the same window.
 replicated() {
 	local run=$1 sys=$2 label="replicated R3 128 B, quorum fsync"
 	replicated_servers
 	if [[ $sys == felix ]]; then
 		rec "$label" felix "$run" "acked msgs/s" \
-			"$(felix_bench R3 --durable --replicas 3 --profile throughput --fanout 0 --payload 128 --count "$REPL_N" --warmup 640 --stream "repl-$run" | jget msgs_per_s)"
+			"$(felix_bench R3 --durable --replicas 3 --profile throughput --inflight 8 --fanout 0 --payload 128 --count "$REPL_N" --warmup 640 --stream "repl-$run" | jget msgs_per_s)"
 	else
 		rec "$label" nats "$run" "acked msgs/s" "$(NATS_URL=$NATS_R3_URL bounded "$NATS" bench js pub async "repl.$run" --stream "repl-$run" --create --storage file --replicas 3 --purge \
 			--msgs "$REPL_N" --size 128 --no-progress 2>&1 | grep -Eo 'stats: [0-9,]+ msgs/sec' | head -1 | grep -Eo '[0-9,]+' | tr -d ,)"
