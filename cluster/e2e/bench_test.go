@@ -286,6 +286,17 @@ func benchReplicated(b *testing.B, replicas int) {
 	}
 	b.ReportMetric(float64(batches*replBatch)/took.Seconds(), "records/s")
 	b.ReportMetric(0, "ns/op")
+	if replicas > 1 {
+		// What explains a slow run: raft messages the peer link dropped
+		// (raft sends again after a heartbeat), leader changes.
+		var dropped, changes float64
+		for _, m := range c.Members() {
+			dropped += c.Metric(b, m, "felix_replication_messages_dropped_total")
+			changes += c.Metric(b, m, "felix_replication_leader_changes_total")
+		}
+		b.ReportMetric(dropped, "raft-dropped")
+		b.ReportMetric(changes, "leader-changes")
+	}
 }
 
 // replicatedLeader creates the durable stream with replicas, waits until
