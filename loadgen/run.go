@@ -196,11 +196,7 @@ func (r *run) createDurable(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		defer cancel()
-		_ = c.Close(cctx)
-	}()
+	defer closeClient(c)
 	if _, err := c.CreateStream(ctx, r.stream, client.StreamConfig{Durable: true, Replicas: r.cfg.Replicas}); err != nil {
 		return fmt.Errorf("create durable stream %s: %w", r.stream.Name, err)
 	}
@@ -487,11 +483,7 @@ func (r *run) close() {
 	var wg sync.WaitGroup
 	closeAll := func(cs []*client.Client) {
 		for _, c := range cs {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-				defer cancel()
-				_ = c.Close(ctx)
-			})
+			wg.Go(func() { closeClient(c) })
 		}
 		wg.Wait()
 	}
@@ -499,4 +491,11 @@ func (r *run) close() {
 	close(r.stopSubs)
 	r.subWG.Wait()
 	closeAll(r.subConns)
+}
+
+// closeClient says goodbye to c within closeTimeout.
+func closeClient(c *client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = c.Close(ctx)
 }

@@ -54,17 +54,7 @@ func benchThroughput(b *testing.B, topo string, fanout int) {
 	if topo == "single" {
 		opts = clustertest.Options{Nodes: 1, ExtraArgs: noCluster}
 	}
-	c := clustertest.Start(b, opts)
-	if topo != "single" {
-		c.WaitReady(b, 3)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cc, err := client.DialCluster(ctx, c.Addrs(), c.ClientOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cc.Close(context.Background())
+	_, cc, ctx := startBench(b, opts, topo != "single")
 	streams := make([]client.Stream, benchStreams)
 	owners := map[string]bool{}
 	for i := range streams {
@@ -151,6 +141,25 @@ func benchThroughput(b *testing.B, topo string, fanout int) {
 	b.ReportMetric(total/published.Seconds(), "published/s")
 	b.ReportMetric(total*float64(fanout)/delivered.Seconds(), "delivered/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// startBench starts the members opts asks for, waits for them to form a
+// cluster when cluster says so, and dials a ClusterClient seeded with
+// all; the client and the context (5 minutes) end with the benchmark.
+func startBench(b *testing.B, opts clustertest.Options, cluster bool) (*clustertest.Cluster, *client.ClusterClient, context.Context) {
+	b.Helper()
+	c := clustertest.Start(b, opts)
+	if cluster {
+		c.WaitReady(b, opts.Nodes)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	b.Cleanup(cancel)
+	cc, err := client.DialCluster(ctx, c.Addrs(), c.ClientOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cc.Close(context.Background()) })
+	return c, cc, ctx
 }
 
 // BenchmarkFailover measures unavailability: SIGKILL of a stream's owner
@@ -246,17 +255,7 @@ func benchReplicated(b *testing.B, replicas int) {
 	if replicas == 1 {
 		opts = clustertest.Options{Nodes: 1, ExtraArgs: append(slices.Clone(noCluster), fsync...)}
 	}
-	c := clustertest.Start(b, opts)
-	if replicas > 1 {
-		c.WaitReady(b, opts.Nodes)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cc, err := client.DialCluster(ctx, c.Addrs(), c.ClientOptions())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cc.Close(context.Background())
+	c, cc, ctx := startBench(b, opts, replicas > 1)
 	leader := replicatedLeader(ctx, b, c, cc, replicas)
 	payloads := make([][]byte, replBatch)
 	for i := range payloads {
