@@ -30,11 +30,12 @@
 #   slow consumer  a SIGSTOPped subscriber next to a healthy one: the healthy
 #                  one's rate as a share of its rate with no frozen peer
 #   replicated     acked 128 B publishing to a stream with 3 replicas: a
-#                  3-member felix cluster (felix dev cluster, every ack
-#                  on_commit: a quorum fsynced) vs three clustered nats-servers
-#                  (JetStream R3, file storage, sync_interval: always); felix
+#                  3-member felix cluster (felix dev cluster) vs three
+#                  clustered nats-servers (JetStream R3, file storage); felix
 #                  bench --durable --replicas 3 --inflight 8 (at the shard's
-#                  leader) vs nats bench js pub async --replicas 3
+#                  leader) vs nats bench js pub async --replicas 3, twice:
+#                  Felix on_commit (a quorum fsynced) vs sync_interval:
+#                  always, Felix periodic vs JetStream's default sync
 # It writes bench/results/latest.md (the table), latest.tsv (medians),
 # latest-raw.tsv (every run) and latest.svg (the chart, from bench/chart).
 #
@@ -361,7 +362,11 @@ durable() {
 
 # ---- replicated streams (issue #14) ----------------------------------------
 # Started on first use (replicated_servers), so the other scenarios run
-# without them: a 3-member felix cluster and three clustered nats-servers.
+# without them: two 3-member felix clusters and two sets of three clustered
+# nats-servers, one of each per sync pairing (as the durable rows pair
+# them): "always" is Felix on_commit (acked once a quorum fsynced) against
+# JetStream sync_interval: always; "default" is Felix periodic (acked once a
+# quorum has it in memory) against JetStream's default sync.
 
 # free_tcp_port: a 127.0.0.1 TCP port nothing answers on now.
 free_tcp_port() {
@@ -375,72 +380,89 @@ free_tcp_port() {
 	done
 }
 
-# start_nats_r3: three nats-servers routed to each other as one cluster,
-# JetStream file storage fsyncing every write (sync_interval: always, the
-# match for on_commit); sets NATS_R3_URL (all three client URLs).
+# start_nats_r3 SYNC: three nats-servers routed to each other as one
+# cluster with JetStream file storage, fsyncing every write when SYNC is
+# always; sets NATS_R3_<SYNC> (all three client URLs).
 start_nats_r3() {
-	local i routes="" ports=() urls=""
+	local sync=$1 i routes="" ports=() urls="" js
 	for i in 0 1 2; do ports+=("$(free_tcp_port)"); done
 	for i in 0 1 2; do routes+="${routes:+, }nats://127.0.0.1:${ports[i]}"; done
 	for i in 0 1 2; do
-		printf 'server_name: r3-%d\nhost: 127.0.0.1\nport: -1\njetstream { store_dir: "%s", sync_interval: always }\ncluster { name: r3, listen: "127.0.0.1:%d", routes: [%s] }\n' \
-			"$i" "$WORK/js-r3-$i" "${ports[i]}" "$routes" >"$WORK/nats-r3-$i.conf"
-		start_bg "$WORK/nats-r3-$i.log" "$TOOLS/nats-server" -c "$WORK/nats-r3-$i.conf"
+		js="store_dir: \"$WORK/js-r3-$sync-$i\""
+		[[ $sync == always ]] && js+=", sync_interval: always"
+		printf 'server_name: r3-%s-%d\nhost: 127.0.0.1\nport: -1\njetstream { %s }\ncluster { name: r3-%s, listen: "127.0.0.1:%d", routes: [%s] }\n' \
+			"$sync" "$i" "$js" "$sync" "${ports[i]}" "$routes" >"$WORK/nats-r3-$sync-$i.conf"
+		start_bg "$WORK/nats-r3-$sync-$i.log" "$TOOLS/nats-server" -c "$WORK/nats-r3-$sync-$i.conf"
 	done
 	for i in 0 1 2; do
-		wait_until "nats-server r3-$i to listen" 20 grep -q 'Listening for client connections on' "$WORK/nats-r3-$i.log"
-		urls+="${urls:+,}nats://127.0.0.1:$(grep -o 'client connections on [0-9.]*:[0-9]*' "$WORK/nats-r3-$i.log" | head -1 | sed 's/.*://')"
+		wait_until "nats-server r3-$sync-$i to listen" 20 grep -q 'Listening for client connections on' "$WORK/nats-r3-$sync-$i.log"
+		urls+="${urls:+,}nats://127.0.0.1:$(grep -o 'client connections on [0-9.]*:[0-9]*' "$WORK/nats-r3-$sync-$i.log" | head -1 | sed 's/.*://')"
 	done
-	wait_until "the JetStream cluster to elect its metadata leader" 60 \
-		grep -q 'JetStream cluster new metadata leader\|Self is new JetStream cluster metadata leader' "$WORK"/nats-r3-*.log
-	NATS_R3_URL=$urls
+	wait_until "the JetStream cluster ($sync) to elect its metadata leader" 60 \
+		grep -q 'JetStream cluster new metadata leader\|Self is new JetStream cluster metadata leader' "$WORK"/nats-r3-"$sync"-*.log
+	printf -v "NATS_R3_$sync" '%s' "$urls"
 }
 
-# start_felix_r3: felix dev cluster --nodes 3 (an embedded etcd, peer link
-# certificates) with every durable ack on_commit; sets R3_ADDR (node-1),
-# R3_CA, R3_TOKEN for felix_bench R3. felix bench finds the shard's
-# leader itself.
+# start_felix_r3 NAME FSYNC: felix dev cluster --nodes 3 (an embedded etcd,
+# peer link certificates) with durable_fsync FSYNC; sets ${NAME}_ADDR
+# (node-1), ${NAME}_CA and ${NAME}_TOKEN for felix_bench NAME, and adds the
+# dev process to FELIX_R3_PIDS. felix bench finds the shard's leader itself.
 start_felix_r3() {
-	local dir=$WORK/felix-r3 base admin try
+	local name=$1 fsync=$2 dir=$WORK/felix-r3-$1 base admin try
 	for try in 1 2 3; do
 		base=$(free_tcp_port) admin=$(free_tcp_port)
-		start_bg "$WORK/felix-r3-$try.log" "$FELIX" dev cluster --nodes 3 --dir "$dir" --base-port "$base" \
-			--admin-base-port "$admin" --json -- --durable-fsync on_commit
-		FELIX_R3_PID=$BG
+		start_bg "$dir-$try.log" "$FELIX" dev cluster --nodes 3 --dir "$dir" --base-port "$base" \
+			--admin-base-port "$admin" --json -- --durable-fsync "$fsync"
 		# The member table (JSON) is printed once the cluster formed.
-		if wait_until "felix dev cluster to form" 60 grep -q '"members"' "$WORK/felix-r3-$try.log"; then
-			R3_ADDR=127.0.0.1:$base R3_CA=$dir/cert.pem R3_TOKEN=$(tr -d '\n' <"$dir/admin.token")
+		if wait_until "felix dev cluster $name to form" 60 grep -q '"members"' "$dir-$try.log"; then
+			FELIX_R3_PIDS+=("$BG")
+			printf -v "${name}_ADDR" '%s' "127.0.0.1:$base"
+			printf -v "${name}_CA" '%s' "$dir/cert.pem"
+			printf -v "${name}_TOKEN" '%s' "$(tr -d '\n' <"$dir/admin.token")"
 			return
 		fi
-		log "  felix dev cluster did not start (try $try): $(tail -3 "$WORK/felix-r3-$try.log" | tr '\n' ' ')"
-		stop_pid "$FELIX_R3_PID"
+		log "  felix dev cluster $name did not start (try $try): $(tail -3 "$dir-$try.log" | tr '\n' ' ')"
+		stop_pid "$BG"
 	done
 	return 1
 }
 
+FELIX_R3_PIDS=()
 REPL_STARTED=0
 replicated_servers() {
 	((REPL_STARTED)) && return
 	REPL_STARTED=1
-	start_nats_r3
-	start_felix_r3
-	log "replicated: felix cluster at $R3_ADDR (on_commit), JetStream R3 at $NATS_R3_URL (sync always)"
+	start_nats_r3 always
+	start_nats_r3 default
+	start_felix_r3 R3ONCOMMIT on_commit
+	start_felix_r3 R3PERIODIC periodic
+	log "replicated: felix clusters at $R3ONCOMMIT_ADDR (on_commit) and $R3PERIODIC_ADDR (periodic);" \
+		"JetStream R3 at $NATS_R3_always (sync always) and $NATS_R3_default (default sync)"
 }
 
-# replicated RUN SYSTEM: acked publishing of REPL_N records of 128 B to a
-# fresh stream with 3 replicas, no subscriber. Felix: felix bench --durable
-# --replicas 3, batches of 64 acked per batch, 8 in flight (512 records, as
-# many as nats bench keeps), at the leader; NATS: nats bench js pub async
-# (its default batch: 500 in flight), file storage, R3. A quorum round
-# trip, not CPU, bounds one publisher: both get the same window.
+# stop_replicated_servers: felix dev stops its members and etcd on SIGTERM.
+stop_replicated_servers() {
+	local p
+	for p in "${FELIX_R3_PIDS[@]}"; do stop_pid "$p"; done
+}
+
+# replicated RUN SYNC SYSTEM: acked publishing of REPL_N records of 128 B to
+# a fresh stream with 3 replicas, no subscriber. Felix: felix bench
+# --durable --replicas 3, batches of 64 acked per batch, 8 in flight (512
+# records, as many as nats bench keeps), at the leader; NATS: nats bench js
+# pub async (its default batch: 500 in flight), file storage, R3. A quorum
+# round trip, not CPU, bounds one publisher: both get the same window.
 replicated() {
-	local run=$1 sys=$2 label="replicated R3 128 B, quorum fsync"
+	local run=$1 sync=$2 sys=$3 label="replicated R3 128 B, fsync $2"
 	replicated_servers
 	if [[ $sys == felix ]]; then
+		local broker=R3PERIODIC
+		[[ $sync == always ]] && broker=R3ONCOMMIT
 		rec "$label" felix "$run" "acked msgs/s" \
-			"$(felix_bench R3 --durable --replicas 3 --profile throughput --inflight 8 --fanout 0 --payload 128 --count "$REPL_N" --warmup 640 --stream "repl-$run" | jget msgs_per_s)"
+			"$(felix_bench "$broker" --durable --replicas 3 --profile throughput --inflight 8 --fanout 0 --payload 128 --count "$REPL_N" --warmup 640 --stream "repl-$sync-$run" | jget msgs_per_s)"
 	else
-		rec "$label" nats "$run" "acked msgs/s" "$(NATS_URL=$NATS_R3_URL bounded "$NATS" bench js pub async "repl.$run" --stream "repl-$run" --create --storage file --replicas 3 --purge \
+		local url=NATS_R3_$sync
+		rec "$label" nats "$run" "acked msgs/s" "$(NATS_URL=${!url} bounded "$NATS" bench js pub async "repl.$sync.$run" --stream "repl-$sync-$run" --create --storage file --replicas 3 --purge \
 			--msgs "$REPL_N" --size 128 --no-progress 2>&1 | grep -Eo 'stats: [0-9,]+ msgs/sec' | head -1 | grep -Eo '[0-9,]+' | tr -d ,)"
 	fi
 }
@@ -477,7 +499,8 @@ START=$(date +%s)
 for ((run = 1; run <= RUNS; run++)); do
 	log "run $run of $RUNS"
 	if ((REPL_ONLY)); then
-		both "$run" replicated "$run"
+		both "$run" replicated "$run" always
+		both "$run" replicated "$run" default
 		continue
 	fi
 	both "$run" core "$run" 128 "$CORE_N_128" 1
@@ -493,9 +516,10 @@ for ((run = 1; run <= RUNS; run++)); do
 	both "$run" slow "$run"
 	both "$run" durable "$run" default
 	both "$run" durable "$run" always
-	both "$run" replicated "$run"
+	both "$run" replicated "$run" always
+	both "$run" replicated "$run" default
 done
-((REPL_STARTED)) && stop_pid "$FELIX_R3_PID" # felix dev stops its members and etcd
+stop_replicated_servers
 IDLE_END=$(idle)
 ELAPSED=$(($(date +%s) - START))
 
@@ -589,8 +613,9 @@ CMD="bench/compare.sh -n $RUNS"
 	echo "(timestamp in the payload, one process); Felix waits for each message's ack, NATS has none."
 	echo "Slow consumer: Felix broker with its defaults (drop_new); NATS defaults (max_pending 64 MiB,"
 	echo "write_deadline 10 s). Healthy share = its msg/s next to a SIGSTOPped peer / its msg/s alone."
-	echo "Replicated: a 3-member felix cluster (felix dev cluster, durable_fsync on_commit: acked once a quorum"
-	echo "fsynced the batch) vs three clustered nats-servers (JetStream R3, file storage, sync_interval: always)."
+	echo "Replicated: 3-member felix clusters (felix dev cluster) vs three clustered nats-servers (JetStream R3,"
+	echo "file storage); fsync always: Felix on_commit (acked once a quorum fsynced) vs sync_interval: always;"
+	echo "fsync default: Felix periodic (acked once a quorum has it in memory) vs JetStream's default sync."
 } >"$RESULTS/$OUT.md"
 cp "$SUMMARY" "$RESULTS/$OUT.tsv"
 {
