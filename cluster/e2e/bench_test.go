@@ -241,9 +241,10 @@ const replBatch = 64
 // of 64, acknowledged per batch under --durable-fsync on_commit, pipelined
 // with Produce (the client's publish window) at the shard's leader: to a
 // durable stream on one broker, and to a stream with three replicas on a
-// 3-member cluster. The two alternate under -count:
+// 3-member cluster. -count repeats each before the next, so alternate
+// them with a loop (docs/BENCHMARKS.md, "Replication"):
 //
-//	go test ./cluster/e2e/ -run '^$' -bench ReplicatedThroughput -benchtime 200000x -count 3
+//	for i in 1 2 3; do go test ./cluster/e2e/ -run '^$' -bench ReplicatedThroughput -benchtime 200000x; done
 func BenchmarkReplicatedThroughput(b *testing.B) {
 	b.Run("single", func(b *testing.B) { benchReplicated(b, 1) })
 	b.Run("replicas=3", func(b *testing.B) { benchReplicated(b, 3) })
