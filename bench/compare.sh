@@ -8,6 +8,8 @@
 #   -n RUNS   runs of every scenario on each system (default 3)
 #   --quick   a tenth of the messages, 3 s latency runs, 1 run: checks the
 #             script, not the brokers
+#   --only-replicated  the replicated scenario alone, written to
+#             bench/results/replicated.* instead of latest.*
 #
 # It installs pinned NATS tools into bench/tools/bin (git-ignored; skipped
 # when already there), builds felix, starts two nats-servers (JetStream
@@ -32,13 +34,21 @@
 #                  bench/groupbench (a Felix consumer group, batches of 100)
 #                  vs bench/natslat/jspull (a JetStream pull consumer, file
 #                  storage, explicit acks, fetches of 100)
+#   replicated     acked 128 B publishing to a stream with 3 replicas: a
+#                  3-member felix cluster (felix dev cluster) vs three
+#                  clustered nats-servers (JetStream R3, file storage); felix
+#                  bench --durable --replicas 3 --inflight 8 (at the shard's
+#                  leader) vs nats bench js pub async --replicas 3, twice:
+#                  Felix on_commit (a quorum fsynced) vs sync_interval:
+#                  always, Felix periodic vs JetStream's default sync
 # It writes bench/results/latest.md (the table), latest.tsv (medians),
 # latest-raw.tsv (every run) and latest.svg (the chart, from bench/chart).
 #
 # Sizes can be changed through the environment: CORE_N_128 (1000000),
-# CORE_N_1K (200000), LAT_DUR (10s), SLOW_N (1000000), STEP_TIMEOUT (180,
-# seconds, the bound on any one command), GROUP_N (100000). SCENARIOS
-# (default "core latency slow durable group") runs only those. IDLE_MIN (0: off) gates each
+# CORE_N_1K (200000), LAT_DUR (10s), SLOW_N (1000000), REPL_N (200000),
+# STEP_TIMEOUT (180, seconds, the bound on any one command), GROUP_N (100000).
+# SCENARIOS (default "core latency slow durable group replicated") runs only
+# those. IDLE_MIN (0: off) gates each
 # Felix/NATS pair on the machine being at least that % idle (vmstat, 1 s),
 # waiting up to GATE_WAIT seconds (60) and then running anyway; the idle
 # seen before each pair goes into the report.
@@ -46,10 +56,12 @@ set -euo pipefail
 
 RUNS=3
 QUICK=0
+REPL_ONLY=0
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	-n) RUNS=${2:?-n needs a number}; shift 2 ;;
 	--quick) QUICK=1; shift ;;
+	--only-replicated) REPL_ONLY=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "compare.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
 	esac
@@ -63,13 +75,15 @@ SLOW_N=${SLOW_N:-1000000}
 DUR_N=${DUR_N:-500000}
 DUR_SYNC_N=${DUR_SYNC_N:-50000}
 GROUP_N=${GROUP_N:-100000}
-SCENARIOS=${SCENARIOS:-core latency slow durable group}
+REPL_N=${REPL_N:-200000}
+SCENARIOS=${SCENARIOS:-core latency slow durable group replicated}
+((REPL_ONLY)) && SCENARIOS=replicated
 STEP_TIMEOUT=${STEP_TIMEOUT:-180}
 IDLE_MIN=${IDLE_MIN:-0}
 GATE_WAIT=${GATE_WAIT:-60}
 if ((QUICK)); then
 	CORE_N_128=$((CORE_N_128 / 10)) CORE_N_1K=$((CORE_N_1K / 10)) SLOW_N=$((SLOW_N / 10))
-	DUR_N=$((DUR_N / 10)) DUR_SYNC_N=$((DUR_SYNC_N / 10)) GROUP_N=$((GROUP_N / 10))
+	DUR_N=$((DUR_N / 10)) DUR_SYNC_N=$((DUR_SYNC_N / 10)) GROUP_N=$((GROUP_N / 10)) REPL_N=$((REPL_N / 10))
 	LAT_DUR=3s RUNS=1
 fi
 
@@ -80,6 +94,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
 TOOLS=$BENCH/tools/bin
 RESULTS=$BENCH/results
+OUT=latest # the results' file names
+((REPL_ONLY)) && OUT=replicated
 mkdir -p "$TOOLS" "$RESULTS"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/felix-compare.XXXXXX")
 PIDS=()   # every background process this script started
@@ -373,6 +389,113 @@ group() {
 # wants FAMILY: whether SCENARIOS includes it.
 wants() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 
+# ---- replicated streams (issue #14) ----------------------------------------
+# Started on first use (replicated_servers), so the other scenarios run
+# without them: two 3-member felix clusters and two sets of three clustered
+# nats-servers, one of each per sync pairing (as the durable rows pair
+# them): "always" is Felix on_commit (acked once a quorum fsynced) against
+# JetStream sync_interval: always; "default" is Felix periodic (acked once a
+# quorum has it in memory) against JetStream's default sync.
+
+# free_tcp_port: a 127.0.0.1 TCP port nothing answers on now.
+free_tcp_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+# start_nats_r3 SYNC: three nats-servers routed to each other as one
+# cluster with JetStream file storage, fsyncing every write when SYNC is
+# always; sets NATS_R3_<SYNC> (all three client URLs).
+start_nats_r3() {
+	local sync=$1 i routes="" ports=() urls="" js
+	for i in 0 1 2; do ports+=("$(free_tcp_port)"); done
+	for i in 0 1 2; do routes+="${routes:+, }nats://127.0.0.1:${ports[i]}"; done
+	for i in 0 1 2; do
+		js="store_dir: \"$WORK/js-r3-$sync-$i\""
+		[[ $sync == always ]] && js+=", sync_interval: always"
+		printf 'server_name: r3-%s-%d\nhost: 127.0.0.1\nport: -1\njetstream { %s }\ncluster { name: r3-%s, listen: "127.0.0.1:%d", routes: [%s] }\n' \
+			"$sync" "$i" "$js" "$sync" "${ports[i]}" "$routes" >"$WORK/nats-r3-$sync-$i.conf"
+		start_bg "$WORK/nats-r3-$sync-$i.log" "$TOOLS/nats-server" -c "$WORK/nats-r3-$sync-$i.conf"
+	done
+	for i in 0 1 2; do
+		wait_until "nats-server r3-$sync-$i to listen" 20 grep -q 'Listening for client connections on' "$WORK/nats-r3-$sync-$i.log"
+		urls+="${urls:+,}nats://127.0.0.1:$(grep -o 'client connections on [0-9.]*:[0-9]*' "$WORK/nats-r3-$sync-$i.log" | head -1 | sed 's/.*://')"
+	done
+	wait_until "the JetStream cluster ($sync) to elect its metadata leader" 60 \
+		grep -q 'JetStream cluster new metadata leader\|Self is new JetStream cluster metadata leader' "$WORK"/nats-r3-"$sync"-*.log
+	printf -v "NATS_R3_$sync" '%s' "$urls"
+}
+
+# start_felix_r3 NAME FSYNC: felix dev cluster --nodes 3 (an embedded etcd,
+# peer link certificates) with durable_fsync FSYNC; sets ${NAME}_ADDR
+# (node-1), ${NAME}_CA and ${NAME}_TOKEN for felix_bench NAME, and adds the
+# dev process to FELIX_R3_PIDS. felix bench finds the shard's leader itself.
+start_felix_r3() {
+	local name=$1 fsync=$2 dir=$WORK/felix-r3-$1 base admin try
+	for try in 1 2 3; do
+		base=$(free_tcp_port) admin=$(free_tcp_port)
+		start_bg "$dir-$try.log" "$FELIX" dev cluster --nodes 3 --dir "$dir" --base-port "$base" \
+			--admin-base-port "$admin" --json -- --durable-fsync "$fsync"
+		# The member table (JSON) is printed once the cluster formed.
+		if wait_until "felix dev cluster $name to form" 60 grep -q '"members"' "$dir-$try.log"; then
+			FELIX_R3_PIDS+=("$BG")
+			printf -v "${name}_ADDR" '%s' "127.0.0.1:$base"
+			printf -v "${name}_CA" '%s' "$dir/cert.pem"
+			printf -v "${name}_TOKEN" '%s' "$(tr -d '\n' <"$dir/admin.token")"
+			return
+		fi
+		log "  felix dev cluster $name did not start (try $try): $(tail -3 "$dir-$try.log" | tr '\n' ' ')"
+		stop_pid "$BG"
+	done
+	return 1
+}
+
+FELIX_R3_PIDS=()
+REPL_STARTED=0
+replicated_servers() {
+	((REPL_STARTED)) && return
+	REPL_STARTED=1
+	start_nats_r3 always
+	start_nats_r3 default
+	start_felix_r3 R3ONCOMMIT on_commit
+	start_felix_r3 R3PERIODIC periodic
+	log "replicated: felix clusters at $R3ONCOMMIT_ADDR (on_commit) and $R3PERIODIC_ADDR (periodic);" \
+		"JetStream R3 at $NATS_R3_always (sync always) and $NATS_R3_default (default sync)"
+}
+
+# stop_replicated_servers: felix dev stops its members and etcd on SIGTERM.
+stop_replicated_servers() {
+	local p
+	for p in "${FELIX_R3_PIDS[@]}"; do stop_pid "$p"; done
+}
+
+# replicated RUN SYNC SYSTEM: acked publishing of REPL_N records of 128 B to
+# a fresh stream with 3 replicas, no subscriber. Felix: felix bench
+# --durable --replicas 3, batches of 64 acked per batch, 8 in flight (512
+# records, as many as nats bench keeps), at the leader; NATS: nats bench js
+# pub async (its default batch: 500 in flight), file storage, R3. A quorum
+# round trip, not CPU, bounds one publisher: both get the same window.
+replicated() {
+	local run=$1 sync=$2 sys=$3 label="replicated R3 128 B, fsync $2"
+	replicated_servers
+	if [[ $sys == felix ]]; then
+		local broker=R3PERIODIC
+		[[ $sync == always ]] && broker=R3ONCOMMIT
+		rec "$label" felix "$run" "acked msgs/s" \
+			"$(felix_bench "$broker" --durable --replicas 3 --profile throughput --inflight 8 --fanout 0 --payload 128 --count "$REPL_N" --warmup 640 --stream "repl-$sync-$run" | jget msgs_per_s)"
+	else
+		local url=NATS_R3_$sync
+		rec "$label" nats "$run" "acked msgs/s" "$(NATS_URL=${!url} bounded "$NATS" bench js pub async "repl.$sync.$run" --stream "repl-$sync-$run" --create --storage file --replicas 3 --purge \
+			--msgs "$REPL_N" --size 128 --no-progress 2>&1 | grep -Eo 'stats: [0-9,]+ msgs/sec' | head -1 | grep -Eo '[0-9,]+' | tr -d ,)"
+	fi
+}
+
 human_size() { if (($1 % 1024 == 0)); then echo "$(($1 / 1024)) KiB"; else echo "$1 B"; fi; }
 
 # gate: waits (up to GATE_WAIT s) for IDLE_MIN % idle; records the idle seen.
@@ -424,7 +547,12 @@ for ((run = 1; run <= RUNS; run++)); do
 		both "$run" durable "$run" always
 	fi
 	if wants group; then both "$run" group "$run"; fi
+	if wants replicated; then
+		both "$run" replicated "$run" always
+		both "$run" replicated "$run" default
+	fi
 done
+stop_replicated_servers
 IDLE_END=$(idle)
 ELAPSED=$(($(date +%s) - START))
 
@@ -496,13 +624,14 @@ done < <(awk -F'\t' '!seen[$1 FS $4]++ { print $1 "\t" $4 }' "$RAW")
 DIRTY=$(git -C "$ROOT" diff --quiet HEAD -- . ':(exclude)bench/results' 2>/dev/null || echo ' with uncommitted changes')
 CMD="bench/compare.sh -n $RUNS"
 ((IDLE_MIN > 0)) && CMD="IDLE_MIN=$IDLE_MIN $CMD"
-[[ $SCENARIOS == "core latency slow durable group" ]] || CMD="SCENARIOS=\"$SCENARIOS\" $CMD"
+[[ $SCENARIOS == "core latency slow durable group replicated" ]] || ((REPL_ONLY)) || CMD="SCENARIOS=\"$SCENARIOS\" $CMD"
 ((QUICK)) && CMD="bench/compare.sh --quick"
+((REPL_ONLY)) && CMD+=" --only-replicated"
 {
 	echo "# Felix vs NATS, side by side"
 	echo
 	echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); $RUNS run(s) of each scenario, Felix and NATS alternating; $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
-	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, GROUP_N=$GROUP_N, SCENARIOS=\"$SCENARIOS\", IDLE_MIN=$IDLE_MIN)"
+	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, GROUP_N=$GROUP_N, REPL_N=$REPL_N, SCENARIOS=\"$SCENARIOS\", IDLE_MIN=$IDLE_MIN)"
 	echo "- Machine: $MACHINE; idle ${IDLE_START}% before, ${IDLE_END}% after (vmstat, 1 s);"
 	echo "  idle before each Felix/NATS pair: $(sort -n "$IDLES" | awk '{ v[NR] = $1 } END { printf "min %s%%, median %s%%, max %s%%", v[1], v[int((NR + 1) / 2)], v[NR] }') (gate: IDLE_MIN=$IDLE_MIN)."
 	echo "- Versions: felix at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$DIRTY ($("$FELIX" version | cut -d' ' -f2-)), nats-server $("$TOOLS/nats-server" --version | awk '{print $2}'), natscli $("$NATS" --version)."
@@ -518,14 +647,17 @@ CMD="bench/compare.sh -n $RUNS"
 	echo "(timestamp in the payload, one process); Felix waits for each message's ack, NATS has none."
 	echo "Slow consumer: Felix broker with its defaults (drop_new); NATS defaults (max_pending 64 MiB,"
 	echo "write_deadline 10 s). Healthy share = its msg/s next to a SIGSTOPped peer / its msg/s alone."
-} >"$RESULTS/latest.md"
-cp "$SUMMARY" "$RESULTS/latest.tsv"
+	echo "Replicated: 3-member felix clusters (felix dev cluster) vs three clustered nats-servers (JetStream R3,"
+	echo "file storage); fsync always: Felix on_commit (acked once a quorum fsynced) vs sync_interval: always;"
+	echo "fsync default: Felix periodic (acked once a quorum has it in memory) vs JetStream's default sync."
+} >"$RESULTS/$OUT.md"
+cp "$SUMMARY" "$RESULTS/$OUT.tsv"
 {
 	printf 'scenario\tsystem\trun\tmetric\tvalue\n'
 	cat "$RAW"
-} >"$RESULTS/latest-raw.tsv"
-"$TOOLS/chart" -in "$SUMMARY" -out "$RESULTS/latest.svg" \
+} >"$RESULTS/$OUT-raw.tsv"
+"$TOOLS/chart" -in "$SUMMARY" -out "$RESULTS/$OUT.svg" \
 	-title "Felix vs NATS on $(nproc) shared cores, loopback, medians of $RUNS ($(date -u +%Y-%m-%d))"
 
-cat "$RESULTS/latest.md"
-log "wrote bench/results/latest.md, latest.tsv, latest-raw.tsv and latest.svg"
+cat "$RESULTS/$OUT.md"
+log "wrote bench/results/$OUT.md, $OUT.tsv, $OUT-raw.tsv and $OUT.svg"

@@ -74,7 +74,14 @@ type Config struct {
 	// Stream is the stream's name. Empty makes a fresh bench-XXXXXXXX.
 	Stream string
 	// Durable creates the stream as a durable one before subscribing.
+	// Against a running broker (Addr) the run then publishes and
+	// subscribes at the owner of the stream's shard 0, which in a cluster
+	// may be another member (Result.Target).
 	Durable bool
+	// Replicas is the durable stream's replication factor; zero takes the
+	// broker's default (3 in a cluster of at least 3 members with a peer
+	// link, else 1). Only a cluster replicates.
+	Replicas int
 
 	// Payload is each message's size in bytes, at least MinPayload.
 	// Zero means 128.
@@ -180,6 +187,8 @@ func (c Config) validate() error {
 		return bad("Rate %v: want a finite msg/s, 0 or more", c.Rate)
 	case c.Rate > 0 && c.PaceInterval() < FinestPace:
 		return bad("Rate %.0f msg/s: each loop would publish every %s, finer than %s", c.Rate, c.PaceInterval(), FinestPace)
+	case c.Replicas < 0 || c.Replicas > 0 && !c.Durable:
+		return bad("Replicas %d: want 0 or more, and only with Durable", c.Replicas)
 	case c.Timeout < 0 || c.ConnectTimeout < 0:
 		return bad("Timeout %s, ConnectTimeout %s: want neither negative", c.Timeout, c.ConnectTimeout)
 	}

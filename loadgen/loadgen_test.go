@@ -82,6 +82,8 @@ func TestValidateRefuses(t *testing.T) {
 		{"NaN rate", Config{Rate: math.NaN()}},
 		{"rate too fine to pace", Config{Rate: 2e6}},
 		{"negative timeout", Config{Timeout: -time.Second}},
+		{"replicas of an in-memory stream", Config{Replicas: 3}},
+		{"negative replicas", Config{Durable: true, Replicas: -1}},
 	}
 	for _, tt := range tests {
 		err := tt.give.withDefaults().validate()

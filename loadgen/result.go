@@ -21,6 +21,10 @@ type Result struct {
 	// empty. Timeout is the deadline the run had, after defaults.
 	Stream  string
 	Timeout time.Duration
+	// Target is the broker address the run published and subscribed at:
+	// Config.Addr, or the owner of a durable stream's shard in a cluster;
+	// empty for the embedded broker.
+	Target string
 
 	// Accounting over the whole run, warmup included.
 	Published int64 // messages the broker acknowledged (or took, under wire.AckNone)
@@ -95,6 +99,9 @@ func (r *run) result() *Result {
 		Published: r.published.Load(), Refused: r.refused.Load(), InDoubt: r.inDoubt.Load(),
 		TimedOut: r.timedOut, Interrupted: r.interrupted && !r.timedOut,
 		MeasuredPublished: r.measuredPub.Load(), DropsErr: r.dropsErr,
+	}
+	if r.cfg.Addr != "" {
+		res.Target = r.t.addr
 	}
 	lat := newHist()
 	var last int64

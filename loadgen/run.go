@@ -127,17 +127,19 @@ func (r *run) execute(ctx context.Context) error {
 // and reads the drop counters the run's drops are counted from.
 func (r *run) connect(ctx context.Context) error {
 	cfg := r.cfg
+	// First: on a cluster, creating the stream tells which member every
+	// other connection must go to.
+	if cfg.Durable {
+		if err := r.createDurable(ctx); err != nil {
+			return err
+		}
+	}
 	for range cfg.SubConns {
 		c, err := r.dial(ctx)
 		if err != nil {
 			return err
 		}
 		r.subConns = append(r.subConns, c)
-	}
-	if cfg.Durable {
-		if err := r.createDurable(ctx); err != nil {
-			return err
-		}
 	}
 	for i := range cfg.Fanout {
 		s, err := r.subConns[i%len(r.subConns)].Subscribe(ctx, r.stream, client.SubscribeOptions{})
@@ -185,20 +187,59 @@ func (r *run) dial(ctx context.Context) (*client.Client, error) {
 	return c, nil
 }
 
-// createDurable creates the stream as a durable one, on a subscriber
-// connection (dialling one when there are no subscribers).
+// createDurable creates the stream as a durable one, with cfg.Replicas, on
+// a connection of its own. Against a running broker it then moves the run
+// to the owner of the stream's shard: in a cluster that is one member (a
+// replicated shard's raft leader), and the others refuse its publishes.
 func (r *run) createDurable(ctx context.Context) error {
-	if len(r.subConns) == 0 {
-		c, err := r.dial(ctx)
-		if err != nil {
-			return err
-		}
-		r.subConns = append(r.subConns, c)
+	c, err := r.dial(ctx)
+	if err != nil {
+		return err
 	}
-	if _, err := r.subConns[0].CreateStream(ctx, r.stream, client.StreamConfig{Durable: true}); err != nil {
+	defer closeClient(c)
+	if _, err := c.CreateStream(ctx, r.stream, client.StreamConfig{Durable: true, Replicas: r.cfg.Replicas}); err != nil {
 		return fmt.Errorf("create durable stream %s: %w", r.stream.Name, err)
 	}
+	if r.cfg.Addr == "" {
+		return nil // the embedded broker owns every shard
+	}
+	owner, err := r.owner(ctx, c)
+	if err != nil {
+		return err
+	}
+	if owner != "" {
+		r.t.addr = owner
+	}
 	return nil
+}
+
+// ownerPoll is how often owner asks again while the shard has no owner
+// (a replicated shard elects its leader within a second or two).
+const ownerPoll = 50 * time.Millisecond
+
+// owner is the address of the member that owns shard 0 of the run's
+// stream, as the broker at c says ("": that broker), waiting up to
+// ConnectTimeout for one to be available.
+func (r *run) owner(ctx context.Context, c *client.Client) (string, error) {
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
+	defer cancel()
+	for {
+		top, err := c.ShardOwners(wctx, r.stream)
+		if err != nil {
+			return "", fmt.Errorf("find the owner of %s: %w", r.stream.Name, err)
+		}
+		if o, ok := top.Owner(0); ok && o.Available {
+			return o.Owner.Addr, nil
+		}
+		select {
+		case <-time.After(ownerPoll):
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			return "", fmt.Errorf("shard 0 of %s has no owner available after %s", r.stream.Name, r.cfg.ConnectTimeout)
+		}
+	}
 }
 
 // read counts and times one subscription's deliveries until stopSubs.
@@ -442,11 +483,7 @@ func (r *run) close() {
 	var wg sync.WaitGroup
 	closeAll := func(cs []*client.Client) {
 		for _, c := range cs {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-				defer cancel()
-				_ = c.Close(ctx)
-			})
+			wg.Go(func() { closeClient(c) })
 		}
 		wg.Wait()
 	}
@@ -454,4 +491,11 @@ func (r *run) close() {
 	close(r.stopSubs)
 	r.subWG.Wait()
 	closeAll(r.subConns)
+}
+
+// closeClient says goodbye to c within closeTimeout.
+func closeClient(c *client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	_ = c.Close(ctx)
 }

@@ -64,6 +64,7 @@ type benchOpts struct {
 	connectTimeout time.Duration
 	durable        bool
 	fsync          string
+	replicas       int
 
 	json  bool
 	quiet bool
@@ -98,6 +99,7 @@ func newBenchCmd() *command {
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "give up connecting after this long")
 	fs.BoolVar(&o.durable, "durable", false, "publish to a durable stream (created for the run); acks come after the log write, or the fsync under --fsync on_commit")
 	fs.StringVar(&o.fsync, "fsync", "periodic", "with --durable and the embedded broker: none, periodic or on_commit")
+	fs.IntVar(&o.replicas, "replicas", 0, "with --durable: the stream's replication factor (0: the broker's default, 3 in a cluster of at least 3 members); the run publishes at the shard's leader")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object with the parameters and results on stdout (the table goes to stderr)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress or table on stderr (errors still print)")
 	c := &command{
@@ -151,6 +153,9 @@ func (o *benchOpts) check(args []string) error {
 	if o.flags.Changed("fsync") && (!o.durable || o.brokerAddr != "") {
 		return usagef("--fsync applies to --durable with the embedded broker (a running broker uses its own durable_fsync)")
 	}
+	if err := o.checkReplicas(); err != nil {
+		return err
+	}
 	if err := o.applyProfile(); err != nil {
 		return err
 	}
@@ -166,6 +171,22 @@ func (o *benchOpts) check(args []string) error {
 		return o.checkEmbedded()
 	}
 	return o.checkRemote()
+}
+
+// checkReplicas: --replicas goes with --durable, and only a cluster (a
+// running broker) replicates.
+func (o *benchOpts) checkReplicas() error {
+	switch {
+	case !o.flags.Changed("replicas"):
+		return nil
+	case o.replicas < 0:
+		return usagef("--replicas must not be negative, got %d", o.replicas)
+	case !o.durable:
+		return usagef("--replicas applies to --durable streams only")
+	case o.replicas > 1 && o.brokerAddr == "":
+		return usagef("--replicas %d needs --broker at a member of a cluster: the embedded broker is one broker", o.replicas)
+	}
+	return nil
 }
 
 // applyProfile fills in the profile's values for the flags not given.
@@ -295,7 +316,7 @@ func (o *benchOpts) paceInterval() time.Duration {
 func (o *benchOpts) config() loadgen.Config {
 	cfg := loadgen.Config{
 		Addr: o.brokerAddr, Admin: o.admin, Policy: o.policy, Fsync: o.fsync,
-		Stream: o.stream, Durable: o.durable,
+		Stream: o.stream, Durable: o.durable, Replicas: o.replicas,
 		Payload: int(o.payload), Batch: o.batch, Ack: o.prof.ack,
 		Fanout: o.fanout, SubConns: o.subConns, Publishers: o.publishers, Inflight: o.inflight,
 		Count: o.count, Duration: o.duration, Warmup: o.warmup, Rate: o.rate,
@@ -366,10 +387,14 @@ func printProgress(w io.Writer) func(loadgen.Progress) {
 
 // benchResult is the report: parameters, accounting, rates, latencies.
 type benchResult struct {
-	Profile    string  `json:"profile"`
-	Broker     string  `json:"broker"`
-	Policy     string  `json:"policy"`
-	Stream     string  `json:"stream"`
+	Profile string `json:"profile"`
+	Broker  string `json:"broker"`
+	Policy  string `json:"policy"`
+	Stream  string `json:"stream"`
+	// Target is where the run published: the broker, or in a cluster the
+	// owner of the durable stream's shard. Replicas as asked (0: default).
+	Target     string  `json:"target"`
+	Replicas   int     `json:"replicas"`
 	Payload    int64   `json:"payload"`
 	Batch      int     `json:"batch"`
 	Ack        string  `json:"ack"`
@@ -431,6 +456,7 @@ type benchResult struct {
 func (o *benchOpts) report(res *loadgen.Result) *benchResult {
 	rep := &benchResult{
 		Profile: o.profile, Broker: "embedded", Policy: o.policy, Stream: res.Stream,
+		Target: res.Target, Replicas: o.replicas,
 		Payload: int64(o.payload), Batch: o.batch, Ack: o.prof.ack.String(), Fanout: o.fanout,
 		Publishers: o.publishers, Inflight: o.inflight, SubConns: o.subConns,
 		Count: o.count, DurationS: o.duration.Seconds(), Warmup: o.warmup, Rate: o.rate, TimeoutS: res.Timeout.Seconds(),
@@ -521,6 +547,9 @@ func (res *benchResult) printTable(w io.Writer) {
 		rate = fmt.Sprintf("paced at %s msg/s", groupDigits(int64(res.Rate)))
 	}
 	fmt.Fprintf(w, "\nfelix bench: %s profile, broker %s (policy %s), stream %s\n", res.Profile, res.Broker, res.Policy, res.Stream)
+	if res.Target != "" && res.Target != res.Broker {
+		fmt.Fprintf(w, "  published at %s, the owner of the stream's shard (replicas: %d, 0 is the broker's default)\n", res.Target, res.Replicas)
+	}
 	fmt.Fprintf(w, "  payload %s, batch %d, ack %s, fanout %d over %d connections, %d publishers x %d in flight, %s, warmup %s, %s\n\n",
 		size, res.Batch, res.Ack, res.Fanout, res.SubConns, res.Publishers, res.Inflight, run, groupDigits(int64(res.Warmup)), rate)
 
