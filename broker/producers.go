@@ -154,7 +154,7 @@ func mayPublishSomewhere(p *auth.Principal) bool {
 // checkPublish: the id must be one the broker gave out (unknown_producer,
 // a *wire.RefusedError answered as PublishRefused) to the publish's tenant
 // (forbidden, the same answer as any other tenant's resource).
-func (c *conn) checkProducer(p *service.Publish) error {
+func (c *conn) checkProducer(ctx context.Context, p *service.Publish) error {
 	if p.Producer == nil {
 		return nil
 	}
@@ -163,12 +163,12 @@ func (c *conn) checkProducer(p *service.Publish) error {
 	}
 	tenant, ok := c.b.producers.tenant(p.Producer.ID)
 	if !ok {
-		if node := c.b.node.Load(); node != nil && !node.Ready() {
-			// A member that has not loaded the cluster's producer ids yet
-			// (starting, or joining again) cannot tell: the producer sends
-			// again, rather than give up on an id the cluster knows.
-			return wire.NewError(wire.CodeShardUnavailable, "not_ready: member %s has not joined the cluster yet, so it does not know producer ids; try again or another member", node.ID())
+		var err error
+		if tenant, ok, err = c.clusterProducer(ctx, p.Producer.ID); err != nil {
+			return err
 		}
+	}
+	if !ok {
 		return &wire.RefusedError{Reason: wire.ReasonUnknownProducer, Message: "the broker never gave out this producer id; call producer_init"}
 	}
 	if tenant != p.Scope.Tenant {
@@ -176,6 +176,25 @@ func (c *conn) checkProducer(p *service.Publish) error {
 		return wire.WrapError(wire.CodeForbidden, auth.ErrNotPermitted, "producer id of another tenant on %s", p.Scope)
 	}
 	return nil
+}
+
+// clusterProducer looks up an id this member does not know in etcd: another
+// member may have given it out a moment ago, before this member's watch
+// delivered it. A member not yet joined cannot tell, and answers not_ready
+// (the producer sends again) rather than give up on an id the cluster knows.
+func (c *conn) clusterProducer(ctx context.Context, id uint64) (string, bool, error) {
+	node := c.b.node.Load()
+	switch {
+	case node == nil:
+		return "", false, nil
+	case !node.Ready():
+		return "", false, wire.NewError(wire.CodeShardUnavailable, "not_ready: member %s has not joined the cluster yet, so it does not know producer ids; try again or another member", node.ID())
+	}
+	tenant, found, err := node.ProducerTenant(ctx, id)
+	if err == nil && found {
+		c.b.producers.add(id, tenant)
+	}
+	return tenant, found, err
 }
 
 // errProducerInMemory refuses an idempotent publish to an in-memory stream:

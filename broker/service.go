@@ -236,7 +236,7 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 	if err := c.checkPublish(p); err != nil {
 		return err
 	}
-	if err := c.checkProducer(p); err != nil {
+	if err := c.checkProducer(ctx, p); err != nil {
 		return err
 	}
 	wait := c.b.cfg.PublishQueueWaitTimeout

@@ -113,3 +113,20 @@ func (n *Node) Drain(ctx context.Context, node string) error {
 	}
 	return nil
 }
+
+// ProducerTenant reads an idempotent producer id's tenant from etcd, for a
+// member whose watch has not delivered the id yet (it was given out a
+// moment ago through another member). found is false for an id no member
+// gave out.
+func (n *Node) ProducerTenant(ctx context.Context, id uint64) (tenant string, found bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	res, err := n.etcd.Get(ctx, n.keys.producer(id))
+	if err != nil {
+		return "", false, wire.WrapError(wire.CodeShardUnavailable, err, "read producer id %d from etcd; retry", id)
+	}
+	if len(res.Kvs) == 0 {
+		return "", false, nil
+	}
+	return string(res.Kvs[0].Value), true, nil
+}

@@ -216,3 +216,24 @@ func TestDurableShardStaysWithItsMember(t *testing.T) {
 		return errors.As(err, &we) && we.Code == wire.CodeShardUnavailable && we.Owner != nil && we.Owner.NodeID == "b"
 	})
 }
+
+// TestProducerTenantReadsEtcd: an id given out through one member is read
+// from etcd by another before its watch delivers it; an id nobody gave out
+// is not found.
+func TestProducerTenantReadsEtcd(t *testing.T) {
+	ep := startEtcd(t)
+	a := startNode(t, ep, "a", "felix", &recorder{})
+	b := startNode(t, ep, "b", "felix", &recorder{})
+	eventually(t, "both joined", func() bool { return a.Ready() && b.Ready() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if created, err := a.CreateProducer(ctx, 42, "t1"); err != nil || !created {
+		t.Fatalf("CreateProducer: %v, %v", created, err)
+	}
+	if tenant, found, err := b.ProducerTenant(ctx, 42); err != nil || !found || tenant != "t1" {
+		t.Fatalf("ProducerTenant(42) at b: %q, %v, %v; want t1", tenant, found, err)
+	}
+	if _, found, err := b.ProducerTenant(ctx, 43); err != nil || found {
+		t.Fatalf("ProducerTenant(43), never given out: found %v, %v", found, err)
+	}
+}
