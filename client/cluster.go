@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/getfelix/felix-go/wire"
@@ -56,7 +57,12 @@ type ClusterClient struct {
 		conns  map[string]*Client // by broker address; a closed one is replaced on next use
 		topos  map[wire.Scope]*knownTopology
 		closed bool
+		// lost is when each address last lost its connection or failed a
+		// dial: it is not dialed again within lostPause.
+		lost map[string]time.Time
 	}
+	// dials counts dial attempts (tests).
+	dials atomic.Int64
 
 	// testHookRoute, set by tests before the first call, is asked with the
 	// address each routed call is about to go to; an error it returns is
@@ -105,6 +111,7 @@ func DialCluster(ctx context.Context, seeds []string, o Options) (*ClusterClient
 	cc := &ClusterClient{opts: o.withDefaults(), seeds: slices.Clone(seeds)}
 	cc.mu.conns = make(map[string]*Client)
 	cc.mu.topos = make(map[wire.Scope]*knownTopology)
+	cc.mu.lost = make(map[string]time.Time)
 	// Every seed at once: a dead one costs nothing when another answers
 	// (dialed in turn, each dead seed ahead of a live one cost a whole
 	// DialTimeout: QUIC hears nothing from a dead address).
@@ -148,18 +155,38 @@ func (cc *ClusterClient) connect(ctx context.Context, addr string) (*Client, err
 		return old, nil
 	}
 	delete(cc.mu.conns, addr)
+	now := time.Now()
+	if old != nil {
+		cc.mu.lost[addr] = now
+	}
+	at, recent := cc.mu.lost[addr]
+	recent = recent && now.Sub(at) < lostPause
 	cc.mu.Unlock()
 	if old != nil {
 		_ = old.Close(ctx) // its connection is gone: this waits for its goroutines
 	}
+	if recent {
+		return nil, &unreachableError{fmt.Errorf("client: the connection to %s was lost %s ago; not dialed again yet", addr, now.Sub(at).Round(time.Millisecond))}
+	}
+	cc.dials.Add(1)
 	dctx, cancel := context.WithTimeout(ctx, cc.opts.DialTimeout)
 	defer cancel()
 	c, err := Dial(dctx, addr, cc.opts)
 	if err != nil {
+		cc.mu.Lock()
+		cc.mu.lost[addr] = time.Now()
+		cc.mu.Unlock()
 		return nil, &unreachableError{err}
 	}
 	return cc.keep(ctx, addr, c)
 }
+
+// lostPause is how long an address whose connection was lost, or whose
+// dial failed, is not dialed again: a member that died is named by stale
+// owner records and by followers that have not noticed yet, and each dial
+// would wait DialTimeout. The caller asks again who owns the shard instead;
+// a member restarted on its address is reached a moment later.
+const lostPause = time.Second
 
 // keep files c as addr's client, unless another caller dialed addr
 // meanwhile (theirs is kept, c closed) or the ClusterClient closed.

@@ -674,3 +674,36 @@ func TestClusterIdempotentProducer(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterClientSkipsALostAddress: a not_leader naming a member that
+// cannot be reached costs one dial; named again a moment later (a stale
+// owner record, a follower that has not noticed the death), it is not
+// dialed again: the client asks who owns the shard instead.
+func TestClusterClientSkipsALostAddress(t *testing.T) {
+	first, _, o := twoBrokers(t)
+	o.DialTimeout = 100 * time.Millisecond
+	cc := dialCluster(t, []string{first.Addr().String()}, o)
+	dead := deadAddr(t)
+	redirects := 0
+	client.SetRouteHook(cc, func(addr string) error {
+		if addr == first.Addr().String() && redirects < 2 {
+			redirects++
+			e := wire.NewError(wire.CodeNotLeader, "owned by the dead member")
+			e.Owner = &wire.Owner{NodeID: "dead", Addr: dead}
+			return e
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before := client.Dials(cc)
+	if err := cc.Publish(ctx, client.Stream{Name: "s"}, []byte("x"), client.PublishOptions{}); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if redirects != 2 {
+		t.Fatalf("%d redirects; want 2", redirects)
+	}
+	if dials := client.Dials(cc) - before; dials != 1 {
+		t.Fatalf("%d dials of the dead member for two redirects to it; want 1", dials)
+	}
+}

@@ -14,3 +14,6 @@ func SetSendHook(c *Client, h func(*wire.Publish)) { c.testHookSend = h }
 // every routed call before the call is made, and an error it returns is
 // taken as that broker's answer. Call it before cc's first call.
 func SetRouteHook(cc *ClusterClient, h func(addr string) error) { cc.testHookRoute = h }
+
+// Dials counts cc's dial attempts.
+func Dials(cc *ClusterClient) int64 { return cc.dials.Load() }
