@@ -556,13 +556,24 @@ func (cc *ClusterClient) clientAt(ctx context.Context, s Stream, pick func(Topol
 }
 
 // ShardOwners asks a live broker which member owns each shard of s (an
-// empty address is the broker that answered) and caches the answer.
+// empty address is the broker that answered) and caches the answer; while
+// no broker can answer (members electing a leader, one just lost) it asks
+// again, backing off, until ctx ends.
 func (cc *ClusterClient) ShardOwners(ctx context.Context, s Stream) (Topology, error) {
-	kt, err := cc.topology(ctx, cc.scope(s), true)
-	if err != nil {
-		return Topology{}, err
+	var pause backoff
+	for {
+		kt, err := cc.topology(ctx, cc.scope(s), true)
+		if err == nil {
+			return kt.top, kt.err
+		}
+		var unreached *unreachableError
+		if !errors.As(err, &unreached) || final(err) {
+			return Topology{}, err
+		}
+		if werr := pause.sleep(ctx); werr != nil {
+			return Topology{}, fmt.Errorf("client: %w; the last attempt: %w", werr, err)
+		}
 	}
-	return kt.top, kt.err
 }
 
 // CreateStream creates a stream on a live broker, as Client.CreateStream.

@@ -707,3 +707,23 @@ func TestClusterClientSkipsALostAddress(t *testing.T) {
 		t.Fatalf("%d dials of the dead member for two redirects to it; want 1", dials)
 	}
 }
+
+// TestShardOwnersWaitsForABroker: with no broker able to answer, ShardOwners
+// asks again until its context ends (members may be electing a leader, or
+// one was just lost), and says so.
+func TestShardOwnersWaitsForABroker(t *testing.T) {
+	first, _, o := twoBrokers(t)
+	o.DialTimeout = 100 * time.Millisecond
+	cc := dialCluster(t, []string{first.Addr().String()}, o)
+	stop, cancelStop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelStop()
+	if err := first.Stop(stop); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := cc.ShardOwners(ctx, client.Stream{Name: "s"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ShardOwners with no broker: %v; want it to keep asking until its deadline", err)
+	}
+}
