@@ -447,6 +447,8 @@ type scanResult struct {
 	entries     []indexEntry
 	lastIndexed int64
 	defect      *defect
+	// batches and records count what was scanned, for Verify's report.
+	batches, records int
 }
 
 // scanSegment reads s's batches from pos, where the batch at offset off
@@ -492,6 +494,7 @@ func scanSegment(s *segment, pos int64, off uint64, lastTime int64, fileSize int
 		}
 		pos += int64(n)
 		res.size, res.next, res.lastTime = pos, v.next(), v.time
+		res.batches, res.records = res.batches+1, res.records+int(v.count)
 	}
 	return res, nil
 }
