@@ -177,7 +177,7 @@ func moveSegment(dir, damaged string, base uint64) error {
 // rebuildIndexes writes the index files of the segment at base afresh from
 // its batches. They are derived and never fsynced, as Open writes them.
 func rebuildIndexes(dir string, base uint64) error {
-	s, err := openSegmentReadOnly(osFS{}, dir, base)
+	s, err := openSegmentFile(osFS{}, dir, base, os.O_RDONLY)
 	if err != nil {
 		return err
 	}

@@ -188,7 +188,7 @@ func segmentBases(dir string) ([]uint64, error) {
 // for the next valid batch and goes on from there, so that the report
 // shows what lies beyond.
 func verifySegment(fsys FS, dir string, base uint64, lastSeg bool, marked markPoint, st *scanState, rep *VerifyReport) (SegmentReport, error) {
-	s, err := openSegmentReadOnly(fsys, dir, base)
+	s, err := openSegmentFile(fsys, dir, base, os.O_RDONLY)
 	if err != nil {
 		return SegmentReport{}, err
 	}
@@ -233,22 +233,6 @@ func verifySegment(fsys FS, dir string, base uint64, lastSeg bool, marked markPo
 	}
 	sr.Problems = append(sr.Problems, verifyIndexes(fsys, s)...)
 	return sr, nil
-}
-
-// openSegmentReadOnly opens a segment's log for reading only.
-func openSegmentReadOnly(fsys FS, dir string, base uint64) (*segment, error) {
-	s := &segment{dir: dir, base: base, next: base}
-	f, err := fsys.OpenFile(s.path(logExt), os.O_RDONLY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("persistence: open %s: %w", s.name(), err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("persistence: stat %s: %w", s.name(), err)
-	}
-	s.log, s.size = f, fi.Size()
-	return s, nil
 }
 
 // verifyIndexes checks that every entry of s's index files is whole and
