@@ -242,17 +242,15 @@ func printRepair(w io.Writer, rep *persistence.RepairReport) {
 	if rep.LostTo == rep.LostFrom {
 		lost = fmt.Sprintf("the damaged batch's records from offset %d (their count is unreadable; none was synced)", rep.LostFrom)
 	}
-	verb, moved := "would cut", "would move"
-	if rep.Applied {
-		verb, moved = "cut", "moved"
-	}
-	fmt.Fprintf(w, "%s %s at byte %d: the log now ends at offset %d\n", verb, rep.CutFile, rep.CutPosition, rep.LostFrom)
-	fmt.Fprintf(w, "lost: %s\n", lost)
+	verb, moved, ends := "would cut", "would move", "would then end"
 	where := "a damaged-<time> folder in " + rep.Dir
 	if rep.Applied {
-		where = rep.DamagedDir
+		verb, moved, ends, where = "cut", "moved", "now ends", rep.DamagedDir
 	}
-	fmt.Fprintf(w, "%s %s to %s; the indexes are rebuilt and durable.mark set to offset %d\n", moved, strings.Join(rep.Moved, ", "), where, rep.Mark.Offset)
+	fmt.Fprintf(w, "%s %s at byte %d: the log %s at offset %d\n", verb, rep.CutFile, rep.CutPosition, ends, rep.LostFrom)
+	fmt.Fprintf(w, "lost: %s\n", lost)
+	fmt.Fprintf(w, "%s %s to %s (the good part of the cut segment, if any, copied back); indexes rebuilt, durable.mark at offset %d\n",
+		moved, strings.Join(rep.Moved, ", "), where, rep.Mark.Offset)
 	if !rep.Applied {
 		fmt.Fprintln(w, "nothing was changed: run again with --yes to repair")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -94,6 +95,9 @@ func TestLogVerifyRepair(t *testing.T) {
 		}
 	}
 	stopBroker(t, p, c)
+	runFelix(t, opts{}, "log", "verify", "--data-dir", data).wantExit(t, 0)
+	runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--shard", "0").wantExit(t, 2)
+	runFelix(t, opts{}, "log", "check", "--data-dir", data).wantExit(t, 2)
 
 	shardDir := filepath.Join(data, "streams", "default", "default", "orders", "0")
 	seg := filepath.Join(shardDir, "00000000000000000000.log")
@@ -116,6 +120,30 @@ func TestLogVerifyRepair(t *testing.T) {
 	want := fmt.Sprintf("at byte %d (offset %d)", starts[k], bases[k])
 	if out := v.stdout.String(); !strings.Contains(out, "default/default/orders shard 0: DAMAGED") || !strings.Contains(out, want) {
 		t.Fatalf("verify output does not name the batch (%q):\n%s", want, out)
+	}
+
+	j := runFelix(t, opts{}, "log", "verify", "--data-dir", data, "--stream", "orders", "--json")
+	j.wantExit(t, 1)
+	var report struct {
+		Shards []struct {
+			Damaged bool
+			Report  struct {
+				Segments []struct {
+					Problems []struct {
+						Kind     string
+						Position int
+						Offset   uint64
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(j.stdout.Bytes(), &report); err != nil {
+		t.Fatalf("verify --json: %v\n%s", err, j.stdout)
+	}
+	if sh := report.Shards; len(sh) != 1 || !sh[0].Damaged || len(sh[0].Report.Segments) != 1 || len(sh[0].Report.Segments[0].Problems) != 1 ||
+		sh[0].Report.Segments[0].Problems[0].Position != starts[k] || sh[0].Report.Segments[0].Problems[0].Offset != bases[k] {
+		t.Fatalf("verify --json does not name the batch at byte %d:\n%s", starts[k], j.stdout)
 	}
 
 	before := readDirFiles(t, shardDir)
