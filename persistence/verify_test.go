@@ -192,3 +192,121 @@ func readAllValid(t *testing.T, l *Log) {
 		next = page.Next
 	}
 }
+
+// TestVerifyEveryBatchVersion reads a log of V1, V2, V1A and V2A batches,
+// and one of V3 raft entries (with and without records), as clean, with
+// every record counted.
+func TestVerifyEveryBatchVersion(t *testing.T) {
+	plain := t.TempDir()
+	l := mustOpen(t, plain, smallConfig())
+	at := t0
+	add := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = at.Add(time.Millisecond)
+	}
+	for i := range 20 {
+		base := l.NextOffset()
+		attrs := [][]byte{EncodeAttrs([]byte("k"), nil), nil}
+		stamp := &Stamp{Producer: 1, Sequence: uint64(i), Digest: 7}
+		_, err := [](func() (Appended, error)){
+			func() (Appended, error) { return l.Append(base, batchOf(base, 2), at) },
+			func() (Appended, error) { return l.AppendStamped(base, batchOf(base, 2), at, stamp) },
+			func() (Appended, error) { return l.AppendAttributed(base, batchOf(base, 2), attrs, at, nil) },
+			func() (Appended, error) { return l.AppendAttributed(base, batchOf(base, 2), attrs, at, stamp) },
+		}[i%4]()
+		add(err)
+	}
+	mustClose(t, l)
+	expectCleanRecords(t, plain, 40)
+
+	entries := t.TempDir()
+	l = mustOpen(t, entries, smallConfig())
+	for i := range 20 {
+		meta := EntryMeta{Index: uint64(i + 1), Term: 1}
+		var recs [][]byte
+		if i%5 != 0 {
+			recs = batchOf(l.NextOffset(), 2)
+		} else {
+			meta.Kind = EntryEmpty
+		}
+		_, err := l.AppendEntry(meta, recs, at, nil)
+		add(err)
+	}
+	mustClose(t, l)
+	expectCleanRecords(t, entries, 32)
+}
+
+func expectCleanRecords(t *testing.T, dir string, records int) {
+	t.Helper()
+	rep, err := Verify(dir)
+	if err != nil || len(rep.AllProblems()) != 0 {
+		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+	n := 0
+	for _, s := range rep.Segments {
+		n += s.Records
+	}
+	if n != records {
+		t.Fatalf("Verify counted %d records, want %d", n, records)
+	}
+}
+
+// TestRepairCases covers the other cuts: damage at a segment's first batch
+// (the segment moves whole), a log shorter than its mark (a synced tail
+// gone: the mark is lowered), and what the broker fixes by itself (a bad
+// index, a torn unsynced tail), which Repair leaves alone.
+func TestRepairCases(t *testing.T) {
+	prepared := t.TempDir()
+	l := mustOpen(t, prepared, smallConfig())
+	end := appendBatches(t, l, 200, 5)
+	mustClose(t, l)
+	logs := segmentFiles(t, prepared, logExt)
+	name := func(i int) string { return filepath.Base(logs[i]) }
+	for _, tc := range []struct {
+		what    string
+		damage  func(dir string)
+		kind    string
+		needed  bool
+		lostTo  uint64
+		nextLog int // segments left
+	}{
+		{"first batch of a segment", func(dir string) { flipBit(t, filepath.Join(dir, name(3)), batchHeaderLen+2) }, ProblemBatch, true, end, 3},
+		{"synced tail gone", func(dir string) {
+			last := filepath.Join(dir, name(len(logs)-1))
+			starts, _ := batchStarts(t, last)
+			if err := os.Truncate(last, starts[len(starts)-1]); err != nil {
+				t.Fatal(err)
+			}
+		}, ProblemMark, true, end, len(logs)},
+		{"bad index", func(dir string) { flipBit(t, filepath.Join(dir, segmentName(0, indexExt)), 3) }, ProblemIndex, false, 0, len(logs)},
+		{"torn unsynced tail", func(dir string) { appendToFile(t, filepath.Join(dir, name(len(logs)-1)), []byte{batchMagicV1, 0, 0}) }, ProblemTornTail, false, 0, len(logs)},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "log")
+			copyDir(t, prepared, dir)
+			tc.damage(dir)
+			v, err := Verify(dir)
+			if err != nil || len(v.AllProblems()) != 1 || v.AllProblems()[0].Kind != tc.kind || v.Damaged() != tc.needed {
+				t.Fatalf("Verify: %+v, %v; want one %s problem", v, err, tc.kind)
+			}
+			rep, err := Repair(dir, t0)
+			if err != nil || rep.Needed != tc.needed || (tc.needed && rep.LostTo != tc.lostTo) {
+				t.Fatalf("Repair: %+v, %v", rep, err)
+			}
+			if got := len(segmentFiles(t, dir, logExt)); got != tc.nextLog {
+				t.Fatalf("%d segments after Repair, want %d", got, tc.nextLog)
+			}
+			cfg := smallConfig()
+			cfg.VerifyOnOpen = true
+			l := mustOpen(t, dir, cfg)
+			defer mustClose(t, l)
+			if tc.needed && l.NextOffset() != rep.LostFrom {
+				t.Fatalf("NextOffset %d, want %d", l.NextOffset(), rep.LostFrom)
+			}
+			readAll(t, l, 0)
+		})
+	}
+}
