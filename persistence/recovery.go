@@ -222,8 +222,19 @@ func createSegment(fsys FS, dir string, base uint64) (*segment, error) {
 // openSegment opens an existing segment's log; size is the file's size
 // until checkSegments has found where its last complete batch ends.
 func openSegment(fsys FS, dir string, base uint64) (*segment, error) {
-	s := &segment{dir: dir, base: base, next: base, refs: 1}
-	f, err := fsys.OpenFile(s.path(logExt), os.O_RDWR, 0)
+	s, err := openSegmentFile(fsys, dir, base, os.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	s.refs = 1
+	return s, nil
+}
+
+// openSegmentFile opens a segment's log with flag (O_RDWR, or O_RDONLY
+// for Verify) and learns its size.
+func openSegmentFile(fsys FS, dir string, base uint64, flag int) (*segment, error) {
+	s := &segment{dir: dir, base: base, next: base}
+	f, err := fsys.OpenFile(s.path(logExt), flag, 0)
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open %s: %w", s.name(), err)
 	}
@@ -447,6 +458,8 @@ type scanResult struct {
 	entries     []indexEntry
 	lastIndexed int64
 	defect      *defect
+	// batches and records count what was scanned, for Verify's report.
+	batches, records int
 }
 
 // scanSegment reads s's batches from pos, where the batch at offset off
@@ -492,6 +505,7 @@ func scanSegment(s *segment, pos int64, off uint64, lastTime int64, fileSize int
 		}
 		pos += int64(n)
 		res.size, res.next, res.lastTime = pos, v.next(), v.time
+		res.batches, res.records = res.batches+1, res.records+int(v.count)
 	}
 	return res, nil
 }

@@ -59,7 +59,7 @@ func usagef(format string, args ...any) error {
 }
 
 func commands() []*command {
-	return []*command{newBrokerCmd(), newPubCmd(), newSubCmd(), newReadCmd(), newStreamCmd(), newGroupCmd(), newConsumeCmd(), newTreeCmd(), newClusterCmd(), newDevCmd(), newChaosCmd(), newBenchCmd(), newTokenCmd(), newVersionCmd()}
+	return []*command{newBrokerCmd(), newPubCmd(), newSubCmd(), newReadCmd(), newStreamCmd(), newGroupCmd(), newConsumeCmd(), newTreeCmd(), newClusterCmd(), newDevCmd(), newChaosCmd(), newLogCmd(), newBenchCmd(), newTokenCmd(), newVersionCmd()}
 }
 
 func main() {
