@@ -7,13 +7,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -74,15 +77,23 @@ func fill(t *testing.T, path string) int64 {
 // flowing and the broker keeps serving (metadata.db, admin.token are not
 // needed to do so); once space is freed the durable stream takes publishes
 // again with no restart, and every acknowledged record reads back with
-// offsets continuing without a gap.
+// offsets continuing without a gap. Under both policies that ack: on_commit
+// after the fsync, periodic after the write (tmpfs's fsync cannot fail, so
+// this is the write's ENOSPC either way).
 func TestDiskFullAtTheBroker(t *testing.T) {
+	for _, fsync := range []string{"on_commit", "periodic"} {
+		t.Run(fsync, func(t *testing.T) { testDiskFull(t, fsync) })
+	}
+}
+
+func testDiskFull(t *testing.T, fsync string) {
 	mnt := smallFS(t, 8<<20)
 	cfg := brokertest.Config(t)
 	cfg.DataDir = filepath.Join(mnt, "data")
-	cfg.DurableFsync = "on_commit" // an ack means the record is on disk
+	cfg.DurableFsync = fsync
 	cfg.DurableSegmentBytes = 1 << 20
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	cfg.Admin = "127.0.0.1:0"
+	ctx := testCtx(t, 60*time.Second)
 
 	b := brokertest.Start(t, cfg)
 	c := brokertest.Dial(t, b, cfg)
@@ -138,10 +149,14 @@ func TestDiskFullAtTheBroker(t *testing.T) {
 	if err := publish(record(len(acked))); !errors.Is(err, &wire.Error{Code: wire.CodeStorage}) {
 		t.Fatalf("publish again while still full: %v, want a storage error", err)
 	}
-	checkStillServing(ctx, t, c, live, liveSub)
+	checkStillServing(ctx, t, b, cfg, c, live, liveSub)
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
+	}
+	// metadata.db takes definitions again, on the same broker.
+	if _, err := c.CreateStream(ctx, client.Stream{Name: "after"}, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatalf("create a stream after freeing space, no restart: %v", err)
 	}
 	for i := range 10 {
 		if err := publish(record(i)); err != nil {
@@ -152,9 +167,13 @@ func TestDiskFullAtTheBroker(t *testing.T) {
 }
 
 // checkStillServing: while the disk is full, an in-memory stream's publish
-// reaches its subscriber, and a new connection is accepted (its token is
-// checked against admin.token read at start; nothing is written).
-func checkStillServing(ctx context.Context, t *testing.T, c *client.Client, live client.Stream, sub *client.Subscription) {
+// reaches its subscriber, a publish to a new in-memory name works too, a
+// new connection is accepted (its token is checked against keys read at
+// start: admin.token and the signing key are never written again), the
+// admin endpoint answers /live, and a stream definition that does not fit
+// in metadata.db's free pages answers storage (the next fits after space
+// is freed: the caller checks that).
+func checkStillServing(ctx context.Context, t *testing.T, b *broker.Broker, cfg config.Config, c *client.Client, live client.Stream, sub *client.Subscription) {
 	t.Helper()
 	for i := range 5 {
 		want := fmt.Sprintf("volatile %d", i)
@@ -166,6 +185,28 @@ func checkStillServing(ctx context.Context, t *testing.T, c *client.Client, live
 			t.Fatalf("in-memory event on a full disk: %q, %v; want %q", ev.Payload, err, want)
 		}
 	}
+	c2 := brokertest.Dial(t, b, cfg)
+	if err := c2.Publish(ctx, client.Stream{Name: "new-volatile"}, []byte("x"), client.PublishOptions{Ack: wire.AckPerBatch}); err != nil {
+		t.Fatalf("publish to a new in-memory stream from a new connection on a full disk: %v", err)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(hc.CloseIdleConnections)
+	if code, body, err := httpGet(ctx, hc, "http://"+b.AdminAddr().String()+"/live"); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /live on a full disk = %d %q %v, want 200", code, body, err)
+	}
+	// bbolt writes into pages its file already has, so the first few
+	// definitions may fit; 200 do not.
+	for i := range 200 {
+		_, err := c.CreateStream(ctx, client.Stream{Name: fmt.Sprintf("def%d", i)}, client.StreamConfig{Durable: true})
+		if errors.Is(err, &wire.Error{Code: wire.CodeStorage}) {
+			t.Logf("stream definition %d refused on a full disk: %v", i, err)
+			return
+		}
+		if err != nil {
+			t.Fatalf("create stream %d on a full disk: %v, want success or a storage error", i, err)
+		}
+	}
+	t.Fatal("200 stream definitions fitted on a full disk; metadata.db was not tested")
 }
 
 // checkReadsBack reads the ledger from offset 0 and wants exactly acked.
