@@ -53,6 +53,9 @@ func Open(dataDir string) (*Store, error) {
 		return nil, fmt.Errorf("metadata: data dir %s: %w (choose a writable --data-dir)", dataDir, err)
 	}
 	path := filepath.Join(dataDir, FileName)
+	if err := createIfMissing(path); err != nil {
+		return nil, err
+	}
 	// bbolt takes an exclusive flock; a short timeout turns "another broker
 	// has it" into an error instead of a hang.
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
@@ -62,15 +65,8 @@ func Open(dataDir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metadata: open %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketStreams, bucketProducers} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	// A store made before createIfMissing existed may lack a bucket.
+	if err := db.Update(createBuckets); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("metadata: init %s: %w", path, err)
 	}

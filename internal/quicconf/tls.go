@@ -80,6 +80,9 @@ func ensureSelfSigned(dataDir string) (certFile, keyFile string, err error) {
 		return "", "", fmt.Errorf("quicconf: write %s: %w", keyFile, err)
 	}
 	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+		// cert.pem's presence is what says "generated" above: a partial
+		// one (a full disk) would make every later start fail to load it.
+		_ = os.Remove(certFile)
 		return "", "", fmt.Errorf("quicconf: write %s: %w", certFile, err)
 	}
 	return certFile, keyFile, nil
