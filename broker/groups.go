@@ -322,6 +322,12 @@ func (c *conn) admin(ctx context.Context, def streams.Def, group string, shard u
 		return groups.AdminResult{}, wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", def.Scope, def.Shards, shard)
 	}
 	res, err := post(ctx, c, def.Scope, group, shard, msg, msg.Reply, 0)
+	if err == nil && res.Err == groups.ErrActorStopped {
+		// Queued as the actor stopped (a delete just before, an idle
+		// stop): nothing was done; a new actor takes it.
+		msg.Reply = make(chan groups.AdminResult, 1)
+		res, err = post(ctx, c, def.Scope, group, shard, msg, msg.Reply, 0)
+	}
 	if err == nil {
 		err = res.Err
 	}

@@ -193,11 +193,16 @@ func Props(cfg Config, depth int, created func(*actors.Mailbox)) *actor.Props {
 		actors.MailboxConfig{Capacity: depth, Policy: actors.DropNew, OnDrop: dropped}, created)
 }
 
+// ErrActorStopped answers a request queued in a group actor's mailbox when
+// the actor stopped (it was deleted, went idle, or its logs went): nothing
+// of the request was done, and a new actor can take it.
+var ErrActorStopped = wire.NewError(wire.CodeShardUnavailable, "the group actor stopped; try again")
+
 // dropped answers a request the mailbox refused or discarded.
 func dropped(msg any, reason actors.DropReason) {
-	err := wire.NewError(wire.CodeOverloaded, "group_queue_full: the group actor's mailbox is full (group_queue_depth)")
+	err := error(wire.NewError(wire.CodeOverloaded, "group_queue_full: the group actor's mailbox is full (group_queue_depth)"))
 	if reason == actors.DropClosed {
-		err = wire.NewError(wire.CodeShardUnavailable, "the group actor stopped; try again")
+		err = ErrActorStopped
 	}
 	fail(msg, err)
 }

@@ -212,6 +212,11 @@ func (o *logOpts) repair(w io.Writer) error {
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("no log for %s/%s/%s shard %d: %w", o.tenant, o.namespace, o.stream, o.shard, err)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "replica.id")); err == nil && o.yes {
+		// Cutting one replica's log can drop entries it confirmed to the
+		// others: raft's promises rest on them.
+		return fmt.Errorf("%s/%s/%s shard %d is a replica of a replicated stream: do not cut it; move the replica to another member instead (felix cluster move-replica), which deletes this copy", o.tenant, o.namespace, o.stream, o.shard)
+	}
 	unlock, err := lockDataDir(o.dataDir)
 	if err != nil {
 		return err
