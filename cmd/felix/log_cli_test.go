@@ -201,3 +201,21 @@ func TestLogVerifyRepair(t *testing.T) {
 		t.Fatalf("publish after repair: offset %d, %v; want offset %d", res.Offset, err, k)
 	}
 }
+
+// TestLogRepairRefusesAReplica: a replicated stream's shard (replica.id in
+// its directory) is not cut; the message points to move-replica.
+func TestLogRepairRefusesAReplica(t *testing.T) {
+	dir := t.TempDir()
+	shard := filepath.Join(dir, "streams", "default", "default", "r", "0")
+	if err := os.MkdirAll(shard, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shard, "replica.id"), []byte("2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runFelix(t, opts{}, "log", "repair", "--data-dir", dir, "--stream", "r", "--shard", "0", "--yes")
+	r.wantExit(t, 1)
+	if !strings.Contains(r.stderr.String(), "move-replica") {
+		t.Fatalf("stderr %q; want it to point to felix cluster move-replica", r.stderr)
+	}
+}
