@@ -93,21 +93,7 @@ func TestVerifyAndRepairMidLogDamage(t *testing.T) {
 	if !got.Applied || got.LostFrom != bases[k] || got.LostTo != end || got.Mark.Offset != bases[k] {
 		t.Fatalf("Repair: %+v, want offsets [%d, %d) lost", got, bases[k], end)
 	}
-	wantMoved := []string{filepath.Base(target)}
-	for _, p := range logs[len(logs)/2+1:] {
-		wantMoved = append(wantMoved, filepath.Base(p))
-	}
-	if !slices.Equal(got.Moved, wantMoved) {
-		t.Fatalf("moved %v, want %v", got.Moved, wantMoved)
-	}
-	for _, name := range wantMoved {
-		if _, err := os.Stat(filepath.Join(got.DamagedDir, name)); err != nil {
-			t.Fatalf("the damaged tail: %v", err)
-		}
-	}
-	if moved, err := os.ReadFile(filepath.Join(got.DamagedDir, filepath.Base(target))); err != nil || !bytes.Equal(moved, original) {
-		t.Fatalf("the damaged segment was not moved aside whole: %v", err)
-	}
+	wantMovedAside(t, got, logs[len(logs)/2:], original)
 	if rep, err := Verify(dir); err != nil || len(rep.AllProblems()) != 0 {
 		t.Fatalf("Verify after Repair: %+v, %v", rep, err)
 	}
@@ -123,6 +109,27 @@ func TestVerifyAndRepairMidLogDamage(t *testing.T) {
 	readAll(t, l, 0)
 	mustClose(t, l)
 	mustClose(t, mustOpen(t, dir, smallConfig()))
+}
+
+// wantMovedAside checks Repair moved the damaged segment (the first of
+// tail, whose bytes were original) and every later one into its folder.
+func wantMovedAside(t *testing.T, got *RepairReport, tail []string, original []byte) {
+	t.Helper()
+	var wantMoved []string
+	for _, p := range tail {
+		wantMoved = append(wantMoved, filepath.Base(p))
+	}
+	if !slices.Equal(got.Moved, wantMoved) {
+		t.Fatalf("moved %v, want %v", got.Moved, wantMoved)
+	}
+	for _, name := range wantMoved {
+		if _, err := os.Stat(filepath.Join(got.DamagedDir, name)); err != nil {
+			t.Fatalf("the damaged tail: %v", err)
+		}
+	}
+	if moved, err := os.ReadFile(filepath.Join(got.DamagedDir, wantMoved[0])); err != nil || !bytes.Equal(moved, original) {
+		t.Fatalf("the damaged segment was not moved aside whole: %v", err)
+	}
 }
 
 // FuzzVerifyRepair overwrites part of a synced log with arbitrary bytes:

@@ -83,9 +83,53 @@ func TestLogVerifyRepair(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	st := client.Stream{Name: "orders"}
 	const n = 40
-	p, c := startBrokerOn(t, data, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 	defer cancel()
+	writeRecords(ctx, t, data, st, n)
+	runFelix(t, opts{}, "log", "verify", "--data-dir", data).wantExit(t, 0)
+	runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--shard", "0").wantExit(t, 2)
+	runFelix(t, opts{}, "log", "check", "--data-dir", data).wantExit(t, 2)
+
+	shardDir := filepath.Join(data, "streams", "default", "default", "orders", "0")
+	k := n / 2
+	at, offset := damageBatch(t, filepath.Join(shardDir, "00000000000000000000.log"), n, k)
+	wantVerifyNames(t, data, at, offset)
+
+	before := readDirFiles(t, shardDir)
+	plan := runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--stream", "orders", "--shard", "0")
+	plan.wantExit(t, 0)
+	if out := plan.stdout.String(); !strings.Contains(out, "nothing was changed") || !strings.Contains(out, fmt.Sprintf("offsets %d..%d", k, n-1)) {
+		t.Fatalf("repair without --yes:\n%s", out)
+	}
+	if !maps.Equal(before, readDirFiles(t, shardDir)) {
+		t.Fatal("repair without --yes changed the shard's directory")
+	}
+
+	p, c := startBrokerOn(t, data, "2")
+	refused := runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--stream", "orders", "--shard", "0", "--yes")
+	refused.wantExit(t, 1)
+	if !strings.Contains(refused.stderr.String(), "a broker is running on") {
+		t.Fatalf("repair under a running broker: %s", refused.stderr)
+	}
+	stopBroker(t, p, c)
+	if !maps.Equal(before, readDirFiles(t, shardDir)) {
+		t.Fatal("a refused repair changed the shard's directory")
+	}
+
+	r := runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--stream", "orders", "--shard", "0", "--yes")
+	r.wantExit(t, 0)
+	if out := r.stdout.String(); !strings.Contains(out, fmt.Sprintf("lost: offsets %d..%d", k, n-1)) || !strings.Contains(out, "damaged-") {
+		t.Fatalf("repair --yes:\n%s", out)
+	}
+	runFelix(t, opts{}, "log", "verify", "--data-dir", data).wantExit(t, 0)
+	wantServedAfterRepair(ctx, t, data, st, k)
+}
+
+// writeRecords has a broker write n records "rec-<i>" to a new durable
+// stream in data, then stops it.
+func writeRecords(ctx context.Context, t *testing.T, data string, st client.Stream, n int) {
+	t.Helper()
+	p, c := startBrokerOn(t, data, "1")
 	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -95,17 +139,16 @@ func TestLogVerifyRepair(t *testing.T) {
 		}
 	}
 	stopBroker(t, p, c)
-	runFelix(t, opts{}, "log", "verify", "--data-dir", data).wantExit(t, 0)
-	runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--shard", "0").wantExit(t, 2)
-	runFelix(t, opts{}, "log", "check", "--data-dir", data).wantExit(t, 2)
+}
 
-	shardDir := filepath.Join(data, "streams", "default", "default", "orders", "0")
-	seg := filepath.Join(shardDir, "00000000000000000000.log")
+// damageBatch flips a byte inside batch k of seg, which holds n batches,
+// and returns the batch's byte position and base offset.
+func damageBatch(t *testing.T, seg string, n, k int) (int, uint64) {
+	t.Helper()
 	starts, bases := frameStarts(t, seg)
 	if len(starts) != n {
 		t.Fatalf("%d batches in %s, want %d", len(starts), seg, n)
 	}
-	k := n / 2
 	b, err := os.ReadFile(seg)
 	if err != nil {
 		t.Fatal(err)
@@ -114,14 +157,19 @@ func TestLogVerifyRepair(t *testing.T) {
 	if err := os.WriteFile(seg, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return starts[k], bases[k]
+}
 
+// wantVerifyNames checks felix log verify, in text and JSON, exits 1 and
+// names the damaged batch at byte at, offset offset.
+func wantVerifyNames(t *testing.T, data string, at int, offset uint64) {
+	t.Helper()
 	v := runFelix(t, opts{}, "log", "verify", "--data-dir", data)
 	v.wantExit(t, 1)
-	want := fmt.Sprintf("at byte %d (offset %d)", starts[k], bases[k])
+	want := fmt.Sprintf("at byte %d (offset %d)", at, offset)
 	if out := v.stdout.String(); !strings.Contains(out, "default/default/orders shard 0: DAMAGED") || !strings.Contains(out, want) {
 		t.Fatalf("verify output does not name the batch (%q):\n%s", want, out)
 	}
-
 	j := runFelix(t, opts{}, "log", "verify", "--data-dir", data, "--stream", "orders", "--json")
 	j.wantExit(t, 1)
 	var report struct {
@@ -142,39 +190,16 @@ func TestLogVerifyRepair(t *testing.T) {
 		t.Fatalf("verify --json: %v\n%s", err, j.stdout)
 	}
 	if sh := report.Shards; len(sh) != 1 || !sh[0].Damaged || len(sh[0].Report.Segments) != 1 || len(sh[0].Report.Segments[0].Problems) != 1 ||
-		sh[0].Report.Segments[0].Problems[0].Position != starts[k] || sh[0].Report.Segments[0].Problems[0].Offset != bases[k] {
-		t.Fatalf("verify --json does not name the batch at byte %d:\n%s", starts[k], j.stdout)
+		sh[0].Report.Segments[0].Problems[0].Position != at || sh[0].Report.Segments[0].Problems[0].Offset != offset {
+		t.Fatalf("verify --json does not name the batch at byte %d:\n%s", at, j.stdout)
 	}
+}
 
-	before := readDirFiles(t, shardDir)
-	plan := runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--stream", "orders", "--shard", "0")
-	plan.wantExit(t, 0)
-	if out := plan.stdout.String(); !strings.Contains(out, "nothing was changed") || !strings.Contains(out, fmt.Sprintf("offsets %d..%d", k, n-1)) {
-		t.Fatalf("repair without --yes:\n%s", out)
-	}
-	if !maps.Equal(before, readDirFiles(t, shardDir)) {
-		t.Fatal("repair without --yes changed the shard's directory")
-	}
-
-	p, c = startBrokerOn(t, data, "2")
-	refused := runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--stream", "orders", "--shard", "0", "--yes")
-	refused.wantExit(t, 1)
-	if !strings.Contains(refused.stderr.String(), "a broker is running on") {
-		t.Fatalf("repair under a running broker: %s", refused.stderr)
-	}
-	stopBroker(t, p, c)
-	if !maps.Equal(before, readDirFiles(t, shardDir)) {
-		t.Fatal("a refused repair changed the shard's directory")
-	}
-
-	r := runFelix(t, opts{}, "log", "repair", "--data-dir", data, "--stream", "orders", "--shard", "0", "--yes")
-	r.wantExit(t, 0)
-	if out := r.stdout.String(); !strings.Contains(out, fmt.Sprintf("lost: offsets %d..%d", k, n-1)) || !strings.Contains(out, "damaged-") {
-		t.Fatalf("repair --yes:\n%s", out)
-	}
-	runFelix(t, opts{}, "log", "verify", "--data-dir", data).wantExit(t, 0)
-
-	p, c = startBrokerOn(t, data, "3")
+// wantServedAfterRepair starts a broker on data: it serves the k records
+// kept, each at its offset, and the next publish lands at offset k.
+func wantServedAfterRepair(ctx context.Context, t *testing.T, data string, st client.Stream, k int) {
+	t.Helper()
+	p, c := startBrokerOn(t, data, "3")
 	defer stopBroker(t, p, c)
 	var got []string
 	for from := uint64(0); ; {
