@@ -53,6 +53,7 @@ func startAdmin(addr string, reg *prometheus.Registry, log zerolog.Logger, b *Br
 	})
 	mux.HandleFunc("GET /debug/actors", b.requireNode(auth.ActionNodeView, b.handleActors))
 	b.clusterRoutes(mux)
+	b.uiRoutes(mux)
 	// Always routed, so a request with chaos off gets a clear 403 rather than a 404.
 	mux.HandleFunc("POST /debug/chaos/kill", b.requireNode(auth.ActionNodeManage, b.handleKill))
 	mux.HandleFunc("POST /debug/chaos/disk", b.requireNode(auth.ActionNodeManage, b.handleDisk))
