@@ -209,6 +209,7 @@ func TestUIStaticWithoutToken(t *testing.T) {
 	cfg.Admin = "127.0.0.1:0"
 	b := brokertest.Start(t, cfg)
 	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	t.Cleanup(hc.CloseIdleConnections)
 	get := func(path string) (*http.Response, string) {
 		t.Helper()
 		res, err := hc.Get(adminURL(t, b, path))
