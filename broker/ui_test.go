@@ -236,3 +236,22 @@ func TestUIStaticWithoutToken(t *testing.T) {
 		t.Errorf("GET /debug/actors without a token: %s; want 401", res.Status)
 	}
 }
+
+// TestUIToken: under jwt auth the page first shows the refusal of
+// /debug/actors; with a node.view token typed into its field it shows the
+// tree, and with chaos off no kill button is visible.
+func TestUIToken(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.Admin = "127.0.0.1:0"
+	b := brokertest.Start(t, cfg)
+	ctx := testCtx(t, 60*time.Second)
+	p := openUI(t, ctx, adminURL(t, b, "/ui"))
+	p.await("the refusal without a token", func() bool {
+		return eval[bool](p, `document.getElementById("status").classList.contains("err") && document.querySelectorAll("tr.actor").length === 0`)
+	})
+	p.do("type the token", chromedp.SendKeys(chromedp.CSS("#token"), brokertest.Token(t, cfg, "default", "node.view:*")))
+	p.do("wait for the tree", chromedp.WaitVisible(chromedp.CSS(`tr.actor[data-kind="lane"]`)))
+	if n := eval[int](p, `[...document.querySelectorAll("button.kill")].filter(b => b.offsetParent !== null).length`); n != 0 {
+		t.Errorf("%d kill buttons visible with chaos off", n)
+	}
+}
