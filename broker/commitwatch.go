@@ -18,7 +18,10 @@ import (
 //
 // What this does not see, a watcher's safety re-read covers: a replicated
 // shard's follower (its records come from raft, not from a publish here),
-// and entries a new raft leader applies that its predecessor proposed.
+// entries a new raft leader applies that its predecessor proposed, and a
+// publish admitted while no shard here was watched (it is not wrapped, so
+// that publishing to a broker nobody watches allocates nothing more) and
+// committed after a watch began.
 
 // maxCommitWatches bounds the watches on one shard: each is a waiting
 // Fetch, itself bounded per connection (kafka_max_inflight), so this only
@@ -34,7 +37,7 @@ type commitKey struct {
 // commitWatches is every watched shard's wake channels.
 type commitWatches struct {
 	// n counts the watches, so a publish to a broker nobody watches costs
-	// one atomic load.
+	// one atomic load, and no wrapped acknowledgement.
 	n  atomic.Int64
 	mu sync.Mutex
 	// shards: the channels of each watched shard (a watch is its channel's
@@ -75,6 +78,10 @@ func (w *commitWatches) remove(key commitKey, wake *chan<- struct{}) {
 		delete(w.shards, key)
 	}
 }
+
+// watched reports whether any shard here has a watch: only then is a
+// publish's acknowledgement wrapped.
+func (w *commitWatches) watched() bool { return w.n.Load() > 0 }
 
 // wake tells key's watchers, without blocking, that records were committed.
 func (w *commitWatches) wake(key commitKey) {

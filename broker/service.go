@@ -260,7 +260,7 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 			return errProducerInMemory
 		}
 		ack := done
-		if def.Durable {
+		if def.Durable && c.b.commits.watched() {
 			ack = c.b.commits.wrap(commitKey{scope: p.Scope, shard: n}, done) // commitwatch.go
 		}
 		switch ref.Mailbox.TryPost(shardPublish(p, ack), wait) {
