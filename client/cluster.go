@@ -157,7 +157,7 @@ func (cc *ClusterClient) connect(ctx context.Context, addr string) (*Client, err
 	delete(cc.mu.conns, addr)
 	now := time.Now()
 	if old != nil {
-		cc.mu.lost[addr] = now
+		cc.markLostLocked(addr, now)
 	}
 	at, recent := cc.mu.lost[addr]
 	recent = recent && now.Sub(at) < lostPause
@@ -174,11 +174,24 @@ func (cc *ClusterClient) connect(ctx context.Context, addr string) (*Client, err
 	c, err := Dial(dctx, addr, cc.opts)
 	if err != nil {
 		cc.mu.Lock()
-		cc.mu.lost[addr] = time.Now()
+		cc.markLostLocked(addr, time.Now())
 		cc.mu.Unlock()
 		return nil, &unreachableError{err}
 	}
 	return cc.keep(ctx, addr, c)
+}
+
+// markLostLocked records addr lost at now, and forgets the addresses lost
+// longer ago than lostPause: the map holds only those it may skip.
+//
+// REQUIRES: cc.mu is held.
+func (cc *ClusterClient) markLostLocked(addr string, now time.Time) {
+	for a, at := range cc.mu.lost {
+		if now.Sub(at) >= lostPause {
+			delete(cc.mu.lost, a)
+		}
+	}
+	cc.mu.lost[addr] = now
 }
 
 // lostPause is how long an address whose connection was lost, or whose
