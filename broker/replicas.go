@@ -63,18 +63,13 @@ func replicaGroup(def streams.Def, shard uint32) string {
 
 // openReplica is the registry's OpenReplica hook.
 func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inbox *streams.PeerInbox) (streams.Replica, error) {
-	node, link := b.node.Load(), b.peerLink()
-	if node == nil || link == nil {
+	link := b.peerLink()
+	if link == nil {
 		return nil, errNoPeerLink
 	}
-	key := cluster.ShardKey{Scope: def.Scope, Shard: shard}
-	set, ok := node.ReplicaSet(key)
-	if !ok {
-		return nil, fmt.Errorf("shard %s has no replica set yet", key)
-	}
-	id, in := set.Has(node.ID())
-	if !in {
-		return nil, fmt.Errorf("member %s is not in the replica set of %s", node.ID(), key)
+	node, key, set, id, err := b.replicaHere(def, shard)
+	if err != nil {
+		return nil, err
 	}
 	rl, ok := log.(replicatedLog)
 	if !ok {
@@ -109,6 +104,25 @@ func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inb
 		return nil, err
 	}
 	return sr, nil
+}
+
+// replicaHere is this member's replica of a replicated shard: the cluster
+// node, the shard's key and replica set, and this member's raft id in it.
+func (b *Broker) replicaHere(def streams.Def, shard uint32) (*cluster.Node, cluster.ShardKey, cluster.ReplicaSet, uint64, error) {
+	key := cluster.ShardKey{Scope: def.Scope, Shard: shard}
+	node := b.node.Load()
+	if node == nil {
+		return nil, key, cluster.ReplicaSet{}, 0, errNoPeerLink
+	}
+	set, ok := node.ReplicaSet(key)
+	if !ok {
+		return nil, key, set, 0, fmt.Errorf("shard %s has no replica set yet", key)
+	}
+	id, in := set.Has(node.ID())
+	if !in {
+		return nil, key, set, 0, fmt.Errorf("member %s is not in the replica set of %s", node.ID(), key)
+	}
+	return node, key, set, id, nil
 }
 
 // errNoPeerLink refuses a replicated shard on a member without the link.
@@ -403,18 +417,9 @@ const replicaIDFile = "replica.id"
 // and log. Such data is deleted; the new replica catches up from the
 // leader. The id is written on first use.
 func (b *Broker) checkReplicaID(def streams.Def, shard uint32) error {
-	node := b.node.Load()
-	if node == nil {
-		return errNoPeerLink
-	}
-	key := cluster.ShardKey{Scope: def.Scope, Shard: shard}
-	set, ok := node.ReplicaSet(key)
-	if !ok {
-		return fmt.Errorf("shard %s has no replica set yet", key)
-	}
-	id, in := set.Has(node.ID())
-	if !in {
-		return fmt.Errorf("member %s is not in the replica set of %s", node.ID(), key)
+	_, key, _, id, err := b.replicaHere(def, shard)
+	if err != nil {
+		return err
 	}
 	dir := b.logDir(def, shard)
 	path := filepath.Join(dir, replicaIDFile)
