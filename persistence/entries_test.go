@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
@@ -692,5 +693,44 @@ func TestAttributedEntryKeepsAttributes(t *testing.T) {
 	check(l)
 	if _, err := l.AppendEntry(EntryMeta{Index: 2, Term: 1, Kind: EntryEmpty, Attributed: true}, nil, time.Time{}, nil); !errors.Is(err, ErrBadEntry) {
 		t.Fatalf("an attributed empty entry: %v; want ErrBadEntry", err)
+	}
+}
+
+// TestRetentionUpToKeepsEntriesAfterIndex: on a log of raft entries,
+// EnforceRetentionUpTo removes a segment only when the next one starts
+// with an entry at or below the index, so the log's first entry afterwards
+// is one the replica applied; SegmentFiles lists what is left with its
+// complete bytes.
+func TestRetentionUpToKeepsEntriesAfterIndex(t *testing.T) {
+	dir := t.TempDir()
+	cfg := smallConfig()
+	cfg.RetentionBytes = 1 // every sealed segment may go, by size
+	l := mustOpen(t, dir, cfg)
+	defer mustClose(t, l)
+	appendEntryRange(t, l, 1, 150)
+	firsts := segmentFirstIndexes(t, dir)
+	if len(firsts) < 4 {
+		t.Fatalf("%d segments; the test needs at least 4", len(firsts))
+	}
+	upTo := firsts[2] // segments 0 and 1 may go; 2 must stay first
+	n, err := l.EnforceRetentionUpTo(t0, upTo)
+	if err != nil || n != 2 {
+		t.Fatalf("EnforceRetentionUpTo(%d) removed %d: %v; want 2", upTo, n, err)
+	}
+	if got := segmentFirstIndexes(t, dir)[0]; got != upTo {
+		t.Fatalf("first entry after retention %d, want %d", got, upTo)
+	}
+	if n, err := l.EnforceRetentionUpTo(t0, upTo); n != 0 || err != nil {
+		t.Fatalf("again: removed %d, %v; want none", n, err)
+	}
+	files := l.SegmentFiles()
+	if len(files) != len(firsts)-2 || !IsSegmentFileName(files[0].Name) {
+		t.Fatalf("SegmentFiles = %v", files)
+	}
+	for _, f := range files {
+		st, err := os.Stat(filepath.Join(dir, f.Name))
+		if err != nil || st.Size() != f.Size {
+			t.Errorf("%s: listed %d bytes, on disk %v %v", f.Name, f.Size, st, err)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package persistence
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"time"
@@ -29,6 +30,20 @@ import (
 // and unlinks but never fsyncs, and it is safe for concurrent use, so a
 // caller that must not wait on the file system can run it on a goroutine.
 func (l *Log) EnforceRetention(now time.Time) (int, error) {
+	return l.enforceRetention(now, math.MaxUint64)
+}
+
+// EnforceRetentionUpTo is EnforceRetention for a log of raft entries that
+// must keep every entry after index (the replica's applied index): a
+// segment goes only when the segment after it starts with an entry at or
+// below index. That entry becomes the log's first, the compaction point
+// raft matches the next entry's term against, so it must be one raft has
+// handed over already.
+func (l *Log) EnforceRetentionUpTo(now time.Time, index uint64) (int, error) {
+	return l.enforceRetention(now, index)
+}
+
+func (l *Log) enforceRetention(now time.Time, keepAfter uint64) (int, error) {
 	if l.cfg.RetentionBytes == 0 && l.cfg.RetentionAge == 0 {
 		return 0, nil
 	}
@@ -50,6 +65,9 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		tooBig := l.cfg.RetentionBytes > 0 && total > l.cfg.RetentionBytes
 		tooOld := l.cfg.RetentionAge > 0 && s.lastTime < cutoff
 		if !tooBig && !tooOld {
+			break
+		}
+		if keepAfter != math.MaxUint64 && !l.startsAtOrBeforeLocked(l.mu.segments[1], keepAfter) {
 			break
 		}
 		// The rename happens under l.mu so that the segment list and the
@@ -91,4 +109,16 @@ func (l *Log) EnforceRetention(now time.Time) (int, error) {
 		}
 	}
 	return len(removed), err
+}
+
+// startsAtOrBeforeLocked reports whether segment s's first batch is a raft
+// entry at or below index. An empty segment, or one whose first header does
+// not read, keeps the segment before it. REQUIRES: l.mu is held.
+func (l *Log) startsAtOrBeforeLocked(s *segment, index uint64) bool {
+	if s.size == 0 {
+		return false
+	}
+	r := chunkReader{f: s.log, size: s.size}
+	v, _, err := r.headerAt(0)
+	return err == nil && v.entry && v.meta.Index <= index
 }

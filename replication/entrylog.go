@@ -37,6 +37,13 @@ type EntryLog interface {
 	NextOffset() uint64
 	// Sync makes everything appended or truncated so far durable.
 	Sync() error
+	// EnforceRetentionUpTo deletes the oldest segments past the log's
+	// retention limits, never one whose removal would leave the log
+	// starting after entry index.
+	EnforceRetentionUpTo(now time.Time, index uint64) (int, error)
+	// SegmentFiles lists the segment files and the size of the complete
+	// batches in each: what a snapshot copies.
+	SegmentFiles() []persistence.SegmentFile
 }
 
 // Stamp is a producer's stamp on a batch of records: the log stores it, and

@@ -3,6 +3,8 @@ package replication
 import (
 	"errors"
 	"fmt"
+
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 var (
@@ -12,11 +14,10 @@ var (
 	// beyond the log. Each is damage or a bug, and raft must not go on.
 	ErrLogMismatch = errors.New("replication: log does not match the raft log")
 
-	// ErrSnapshotUnsupported is returned by Replica.Step for a snapshot
-	// message: a snapshot would have to bring the records below the
-	// leader's compaction point, and that transfer does not exist yet. The
-	// replica refuses it rather than install a log with a hole.
-	ErrSnapshotUnsupported = errors.New("replication: snapshots are not supported yet")
+	// ErrSnapshotUnsupported is returned by Replica.Ready if raft ever had
+	// a snapshot to install: Step hands the owner every snapshot the log
+	// does not hold (SnapshotNeeded) instead of raft, so it is a bug.
+	ErrSnapshotUnsupported = errors.New("replication: raft was handed a snapshot to install")
 )
 
 // ErrNotLeader is returned by Replica.Propose on a replica that is not its
@@ -30,4 +31,21 @@ func (e *ErrNotLeader) Error() string {
 		return "replication: not the leader, and no leader is known"
 	}
 	return fmt.Sprintf("replication: not the leader, replica %d is", e.Leader)
+}
+
+// SnapshotNeeded is returned by Replica.Step for a leader's snapshot that
+// this replica's log does not hold: it is behind the leader's compaction
+// point (retention removed the entries it lacks, or it is far behind). The
+// owner copies the leader's segments named in Data (DecodeSnapshotFiles),
+// up to the entry at Metadata.Index, into a staged directory, and starts
+// the replica again on them (InstallStaged). Until then it ignores further
+// snapshots; the leader keeps offering them.
+type SnapshotNeeded struct {
+	From     uint64 // the leader's replica id
+	Metadata raftpb.SnapshotMetadata
+	Data     []byte
+}
+
+func (e *SnapshotNeeded) Error() string {
+	return fmt.Sprintf("replication: replica %d sent a snapshot at index %d term %d that this replica's log does not hold", e.From, e.Metadata.Index, e.Metadata.Term)
 }

@@ -31,6 +31,8 @@ type memLog struct {
 	durable int
 	syncs   int
 	reads   int // ReadEntries calls
+	// keep, when not zero, is how many entries retention leaves.
+	keep int
 }
 
 var (
@@ -142,6 +144,23 @@ func (l *memLog) crash() {
 		e := l.entries[n-1]
 		l.next, l.last = e.Base+uint64(len(e.Records)), e.Index
 	}
+}
+
+// EnforceRetentionUpTo drops the oldest entries past keep, leaving the
+// first entry at or below index, as the log's segment rule does.
+func (l *memLog) EnforceRetentionUpTo(_ time.Time, index uint64) (int, error) {
+	n := 0
+	for l.keep > 0 && len(l.entries)-n > l.keep && l.entries[n+1].Index <= index {
+		n++
+	}
+	if n > 0 {
+		l.dropHead(n)
+	}
+	return n, nil
+}
+
+func (l *memLog) SegmentFiles() []persistence.SegmentFile {
+	return []persistence.SegmentFile{{Name: "00000000000000000000.log", Size: int64(len(l.entries))}}
 }
 
 // dropHead removes the first n entries, as retention removes the oldest

@@ -25,10 +25,12 @@ type Replica struct {
 	// lastTime is the latest time this replica proposed; with the log's
 	// own (Storage.lastTime) it keeps append times from going back.
 	lastTime time.Time
-	// refusedSnapshots are the peers whose snapshot this Ready dropped;
-	// raft is told after Advance, so it probes them again later.
-	refusedSnapshots []uint64
-	snapshotsRefused uint64 // since the Replica started, for Status
+	// sentSnapshots are the peers this Ready sent a snapshot to; raft is
+	// told after Advance that it went, so it probes them again: a follower
+	// that installed it (from the leader's segments, which takes longer
+	// than a probe) then matches, one that has not yet is sent another.
+	sentSnapshots []uint64
+	snapshotsSent uint64 // since the Replica started, for Status
 	// awaiting are the proposals raft took whose index the next Ready
 	// will tell (ProposeAt).
 	awaiting []*Proposal
@@ -120,10 +122,10 @@ type Status struct {
 	// heard from it within the last election timeout. Nil elsewhere.
 	LagRecords map[uint64]uint64
 	Active     map[uint64]bool
-	// SnapshotsRefused counts the snapshots this replica, as leader, would
-	// have sent since it started: each means a follower is behind the
-	// compaction point and cannot catch up until snapshots carry records.
-	SnapshotsRefused uint64
+	// SnapshotsSent counts the snapshots this replica, as leader, sent
+	// since it started: each means a follower was behind the compaction
+	// point and is catching up from this replica's segments.
+	SnapshotsSent uint64
 }
 
 // NewReplica starts a replica over cfg.Storage: a new group's first replica
@@ -169,6 +171,7 @@ func NewReplica(cfg Config) (*Replica, error) {
 			return nil, fmt.Errorf("replication: bootstrap replica %d: %w", cfg.ID, err)
 		}
 	}
+	cfg.Storage.applied = cfg.Applied
 	return &Replica{rn: rn, storage: cfg.Storage, now: cfg.Now}, nil
 }
 
@@ -276,14 +279,16 @@ func (r *Replica) Tick() {
 	}
 }
 
-// Step hands raft a message from a peer. Snapshot messages are refused
-// (ErrSnapshotUnsupported).
+// Step hands raft a message from a peer. A snapshot this replica's log
+// does not already hold is not stepped: Step returns *SnapshotNeeded, and
+// the owner copies the leader's segments (see SnapshotNeeded) and starts
+// the replica again on them. raft never installs a snapshot itself.
 func (r *Replica) Step(m raftpb.Message) error {
 	if r.err != nil {
 		return r.err
 	}
-	if m.Type == raftpb.MsgSnap {
-		return ErrSnapshotUnsupported
+	if m.Type == raftpb.MsgSnap && m.Snapshot != nil && r.needsSnapshot(m) {
+		return &SnapshotNeeded{From: m.From, Metadata: m.Snapshot.Metadata, Data: m.Snapshot.Data}
 	}
 	if err := r.rn.Step(m); err != nil {
 		if errors.Is(err, raft.ErrStepPeerNotFound) {
@@ -292,6 +297,21 @@ func (r *Replica) Step(m raftpb.Message) error {
 		return fmt.Errorf("replication: step %v from %d: %w", m.Type, m.From, err)
 	}
 	return nil
+}
+
+// needsSnapshot reports whether stepping snapshot message m would make raft
+// install it: it is of this replica's term or later, beyond its commit
+// index, and its last entry is not in this replica's log. Otherwise raft
+// answers it alone (a stale one is ignored; one this log holds moves the
+// commit index to it).
+func (r *Replica) needsSnapshot(m raftpb.Message) bool {
+	st := r.rn.BasicStatus()
+	meta := m.Snapshot.Metadata
+	if m.Term < st.Term || meta.Index <= st.Commit {
+		return false
+	}
+	t, err := r.storage.Term(meta.Index)
+	return err != nil || t != meta.Term
 }
 
 // HasReady reports whether Ready has work.
@@ -334,13 +354,13 @@ func (r *Replica) Ready(send func([]raftpb.Message), apply func(Committed)) erro
 		return err
 	}
 	r.rn.Advance(rd)
-	r.reportRefusedSnapshots()
+	r.reportSentSnapshots()
 	return nil
 }
 
 func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply func(Committed)) error {
 	if !raft.IsEmptySnap(rd.Snapshot) {
-		// Step refuses MsgSnap, so raft cannot have one to install.
+		// Step never hands raft a snapshot to install (SnapshotNeeded).
 		return fmt.Errorf("%w: raft has one to install at index %d", ErrSnapshotUnsupported, rd.Snapshot.Metadata.Index)
 	}
 	if err := r.storage.Append(rd.Entries); err != nil {
@@ -352,8 +372,13 @@ func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply 
 			return err
 		}
 	}
-	if msgs := r.withoutSnapshots(rd.Messages); len(msgs) > 0 {
-		send(msgs)
+	for _, m := range rd.Messages {
+		if m.Type == raftpb.MsgSnap {
+			r.sentSnapshots = append(r.sentSnapshots, m.To)
+		}
+	}
+	if len(rd.Messages) > 0 {
+		send(rd.Messages)
 	}
 	for _, e := range rd.CommittedEntries {
 		if err := r.applyEntry(e, apply); err != nil {
@@ -363,34 +388,14 @@ func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply 
 	return nil
 }
 
-// withoutSnapshots drops the snapshots among msgs: a snapshot without the
-// records below it would leave the follower's log with a hole, and the
-// follower would refuse it anyway (Step).
-func (r *Replica) withoutSnapshots(msgs []raftpb.Message) []raftpb.Message {
-	if !slices.ContainsFunc(msgs, isSnapshot) {
-		return msgs
+// reportSentSnapshots tells raft the snapshots it wanted sent went out, so
+// it moves those followers from waiting on the snapshot back to probing.
+func (r *Replica) reportSentSnapshots() {
+	for _, to := range r.sentSnapshots {
+		r.rn.ReportSnapshot(to, raft.SnapshotFinish)
+		r.snapshotsSent++
 	}
-	kept := make([]raftpb.Message, 0, len(msgs))
-	for _, m := range msgs {
-		if isSnapshot(m) {
-			r.refusedSnapshots = append(r.refusedSnapshots, m.To)
-			continue
-		}
-		kept = append(kept, m)
-	}
-	return kept
-}
-
-func isSnapshot(m raftpb.Message) bool { return m.Type == raftpb.MsgSnap }
-
-// reportRefusedSnapshots tells raft the snapshots it wanted sent failed, so
-// it moves those followers back to probing instead of waiting for ever.
-func (r *Replica) reportRefusedSnapshots() {
-	for _, to := range r.refusedSnapshots {
-		r.rn.ReportSnapshot(to, raft.SnapshotFailure)
-		r.snapshotsRefused++
-	}
-	r.refusedSnapshots = r.refusedSnapshots[:0]
+	r.sentSnapshots = r.sentSnapshots[:0]
 }
 
 func (r *Replica) applyEntry(e raftpb.Entry, apply func(Committed)) error {
@@ -423,6 +428,7 @@ func (r *Replica) applyEntry(e raftpb.Entry, apply func(Committed)) error {
 		Kind: meta.Kind, Index: e.Index, Term: e.Term, Base: base,
 		Time: b.Time, Stamp: b.Stamp, Records: b.Records, Attributed: b.Attributed,
 	})
+	r.storage.applied = e.Index
 	return nil
 }
 
@@ -437,7 +443,7 @@ func (r *Replica) Status() Status {
 	s := Status{
 		ID: st.ID, State: st.RaftState, Leader: st.Lead, Term: st.Term,
 		Commit: st.Commit, Applied: st.Applied, LastIndex: last,
-		SnapshotsRefused: r.snapshotsRefused,
+		SnapshotsSent: r.snapshotsSent,
 	}
 	if st.RaftState == raft.StateLeader {
 		next := r.storage.log.NextOffset()
@@ -509,4 +515,24 @@ func (r *Replica) TransferLeadership(to uint64) {
 	if r.err == nil {
 		r.rn.TransferLeader(to)
 	}
+}
+
+// CompactBehind moves the compaction point to keep entries behind the
+// applied index, when that is past it: a follower further behind is sent a
+// snapshot and copies the leader's segments instead of being sent the
+// entries one append at a time. It also bounds the window Storage keeps in
+// memory. The entries stay in the log.
+func (r *Replica) CompactBehind(keep uint64) {
+	if r.err == nil {
+		r.storage.compactBehind(keep)
+	}
+}
+
+// EnforceRetention applies the log's retention to entries this replica
+// applied, and moves the compaction point to the log's new first entry.
+func (r *Replica) EnforceRetention(now time.Time) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	return r.storage.enforceRetention(now)
 }

@@ -271,36 +271,79 @@ func viewOf(t *testing.T, s *Storage) storageView {
 	return storageView{hs: hs, cs: cs, first: first, last: last, entries: ents}
 }
 
-// TestSnapshotsAreNeitherSentNorInstalled: a follower behind the leader's
-// compaction point would need a snapshot with the records below it, which
-// does not exist yet; the leader does not send the metadata-only one and
-// a follower refuses one.
-func TestSnapshotsAreNeitherSentNorInstalled(t *testing.T) {
+// TestFollowerBehindRetentionCatchesUpFromASnapshot: retention removes
+// the entries a stopped follower lacks; the leader sends it a snapshot
+// naming its segments, which the follower does not step into raft (its
+// log does not hold it) but hands to its owner. The owner's copy of the
+// leader's log up to the snapshot's index, with a raft.state committing
+// it, lets the follower continue from the leader's log, identical.
+func TestFollowerBehindRetentionCatchesUpFromASnapshot(t *testing.T) {
 	c := newCluster(t, 3)
 	c.elect(1)
 	c.propose(1, "a")
 	c.kill(3)
 	c.propose(1, "b")
 	c.propose(1, "c")
-	commit := c.replica(1).Status().Commit
-	if err := c.replica(1).storage.Compact(commit); err != nil {
-		t.Fatal(err)
+	c.propose(1, "d")
+	for _, id := range []uint64{1, 2} {
+		c.nodes[id].log.keep = 2
+		if n, err := c.replica(id).EnforceRetention(c.now()); n == 0 || err != nil {
+			t.Fatalf("replica %d: retention removed %d entries: %v", id, n, err)
+		}
+	}
+	if first, _ := c.replica(1).storage.FirstIndex(); first <= c.nodes[3].log.last+1 {
+		t.Fatalf("leader's first index %d; replica 3 ends at %d: not behind", first, c.nodes[3].log.last)
+	}
+	var need *SnapshotNeeded
+	c.onSnapshot = func(to uint64, n *SnapshotNeeded) {
+		if to == 3 && need == nil {
+			need = n
+		}
 	}
 	c.restart(3)
-	for range electionTicks {
-		c.tick() // the cluster's sender fails the test on a MsgSnap
+	c.tickUntil(3*electionTicks, "a snapshot reaches replica 3", func() bool { return need != nil })
+	if st := c.replica(1).Status(); st.SnapshotsSent == 0 || need.From != 1 {
+		t.Fatalf("snapshots sent %d, from %d", st.SnapshotsSent, need.From)
 	}
-	if st := c.replica(1).Status(); st.Match[3] >= commit || st.SnapshotsRefused == 0 {
-		t.Errorf("replica 3 matched %d, compaction point %d, %d snapshots refused; want 3 behind the point and the leader refusing to send it snapshots", st.Match[3], commit, st.SnapshotsRefused)
+	if _, err := DecodeSnapshotFiles(need.Data); err != nil {
+		t.Fatalf("the snapshot's segment list: %v", err)
 	}
-	snap, err := c.replica(1).storage.Snapshot()
+	c.installSnapshot(3, 1, need)
+	c.propose(1, "e")
+	c.tickUntil(3*electionTicks, "replica 3 catches up", func() bool {
+		return c.nodes[3].log.last == c.nodes[1].log.last
+	})
+	c.requireConverged()
+}
+
+// installSnapshot does what the broker does with a SnapshotNeeded: replica
+// to's log becomes a copy of replica from's up to the snapshot's index,
+// its raft.state commits that index with the snapshot's ConfState and its
+// own term and vote, and it starts again.
+func (c *cluster) installSnapshot(to, from uint64, need *SnapshotNeeded) {
+	c.t.Helper()
+	c.kill(to)
+	src, dst := c.nodes[from].log, newMemLog()
+	for _, e := range src.entries {
+		if e.Index <= need.Metadata.Index {
+			dst.entries = append(dst.entries, e)
+		}
+	}
+	last := dst.entries[len(dst.entries)-1]
+	dst.start, dst.last, dst.next, dst.durable = dst.entries[0].Base, last.Index, last.Base+uint64(len(last.Records)), len(dst.entries)
+	c.nodes[to].log = dst
+	hs, _, _, err := readState(c.nodes[to].dir)
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	msg := raftpb.Message{Type: raftpb.MsgSnap, From: 1, To: 3, Term: c.replica(1).Status().Term, Snapshot: &snap}
-	if err := c.replica(3).Step(msg); !errors.Is(err, ErrSnapshotUnsupported) {
-		t.Errorf("Step(MsgSnap): %v, want ErrSnapshotUnsupported", err)
+	if need.Metadata.Term > hs.Term {
+		hs.Term, hs.Vote = need.Metadata.Term, 0
 	}
+	hs.Commit = need.Metadata.Index
+	if err := writeState(c.nodes[to].dir, hs, need.Metadata.ConfState); err != nil {
+		c.t.Fatal(err)
+	}
+	c.restart(to)
 }
 
 func TestTransferLeadership(t *testing.T) {

@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -32,6 +33,10 @@ type Storage struct {
 	// truncated tail may leave it too late, which only delays a time by the
 	// difference.
 	lastTime time.Time
+	// applied is the last index the replica handed to its application:
+	// where a snapshot is taken, and how far retention and compaction may
+	// go. Only the Replica sets it.
+	applied uint64
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -191,16 +196,24 @@ func (s *Storage) LastIndex() (uint64, error) { return s.w.lastIndex(), nil }
 // FirstIndex implements raft.Storage.
 func (s *Storage) FirstIndex() (uint64, error) { return s.w.firstIndex(), nil }
 
-// Snapshot implements raft.Storage. A snapshot is only metadata for now:
-// the compaction point's index and term and the replica's ConfState. The
-// ConfState is the latest one applied (SetConfState), which is the one at
-// the compaction point as long as compaction does not pass a conf change
-// that is not applied yet. Sending a follower the records below the point
-// comes later; until then Replica neither sends nor accepts snapshots.
+// Snapshot implements raft.Storage; raft asks on the leader for a
+// follower behind the compaction point. The snapshot is the log itself, up
+// to the applied index: its metadata is that entry's index and term and
+// the ConfState applied with it (exact: conf changes are applied in index
+// order), and Data lists the segment files holding it
+// (EncodeSnapshotFiles), which the follower copies from this replica.
 func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
-	return raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{
-		Index:     s.w.first,
-		Term:      s.w.at(s.w.first).term,
+	index := max(s.applied, s.w.first)
+	if index == 0 || !s.w.has(index) {
+		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+	}
+	data, err := EncodeSnapshotFiles(s.log.SegmentFiles())
+	if err != nil {
+		return raftpb.Snapshot{}, err
+	}
+	return raftpb.Snapshot{Data: data, Metadata: raftpb.SnapshotMetadata{
+		Index:     index,
+		Term:      s.w.at(index).term,
 		ConfState: s.cs,
 	}}, nil
 }
@@ -315,6 +328,37 @@ func (s *Storage) Compact(index uint64) error {
 	}
 	s.w.compact(index)
 	return nil
+}
+
+// compactBehind moves the compaction point to keep entries behind the
+// applied index, when that moves it forward.
+func (s *Storage) compactBehind(keep uint64) {
+	if s.applied > keep && s.applied-keep > s.w.first {
+		s.w.compact(s.applied - keep)
+	}
+}
+
+// enforceRetention runs the log's retention over the entries up to the
+// applied index, then makes the log's new first entry the compaction
+// point: the entries before it are gone, and its term is what raft
+// matches the next entry against.
+func (s *Storage) enforceRetention(now time.Time) (int, error) {
+	n, err := s.log.EnforceRetentionUpTo(now, s.applied)
+	if n == 0 {
+		return n, err
+	}
+	var first Entry
+	found := false
+	if herr := s.log.EntryHeaders(s.log.StartOffset(), func(e Entry) bool {
+		first, found = e, true
+		return false
+	}); herr != nil {
+		return n, errors.Join(err, fmt.Errorf("replication: read the first entry after retention: %w", herr))
+	}
+	if found && first.Index > s.w.first && s.w.has(first.Index) {
+		s.w.compact(first.Index)
+	}
+	return n, err
 }
 
 // empty reports whether the replica has never stored anything: a new

@@ -266,8 +266,16 @@ func TestStorageCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap, _ := s.Snapshot()
-	if want := (raftpb.SnapshotMetadata{Index: 3, Term: 3, ConfState: cs}); !reflect.DeepEqual(snap.Metadata, want) || snap.Data != nil {
-		t.Errorf("Snapshot after compacting to 3 = %+v with %d bytes of data, want %+v and none", snap.Metadata, len(snap.Data), want)
+	if want := (raftpb.SnapshotMetadata{Index: 3, Term: 3, ConfState: cs}); !reflect.DeepEqual(snap.Metadata, want) {
+		t.Errorf("Snapshot after compacting to 3 = %+v, want %+v", snap.Metadata, want)
+	}
+	if files, err := DecodeSnapshotFiles(snap.Data); err != nil || len(files) == 0 {
+		t.Errorf("the snapshot's segment files: %v, %v", files, err)
+	}
+	// Taken at the applied index once the replica applied past the point.
+	s.applied = 4
+	if snap, _ := s.Snapshot(); snap.Metadata.Index != 4 || snap.Metadata.Term != s.w.at(4).term {
+		t.Errorf("Snapshot with index 4 applied = %+v, want index 4", snap.Metadata)
 	}
 	if err := s.Compact(3); err != raft.ErrCompacted {
 		t.Errorf("Compact(3) twice: %v, want ErrCompacted", err)
