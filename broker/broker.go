@@ -132,6 +132,9 @@ type Broker struct {
 	node atomic.Pointer[cluster.Node]
 	// peers is the member's peer link (peers.go); nil without one.
 	peers atomic.Pointer[Peers]
+	// snaps serves and copies replicas' segments for snapshots
+	// (snapshots.go), once the peer link started.
+	snaps *snapshots
 }
 
 // New checks cfg and builds a broker; Start makes it serve.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/persistence"
+	"github.com/getfelix/felix-go/replication"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -77,22 +78,13 @@ func (b *Broker) logDir(def streams.Def, shard uint32) string {
 // openLog opens a durable shard's log with the broker's storage settings
 // and the stream's own retention when it has one.
 func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, error) {
-	policy, err := persistence.ParseFsyncPolicy(b.cfg.DurableFsync)
+	cfg, err := b.logConfig(def)
 	if err != nil {
 		return nil, false, err
 	}
-	cfg := persistence.Config{
-		SegmentBytes:   b.cfg.DurableSegmentBytes,
-		Fsync:          policy,
-		SyncInterval:   b.cfg.DurableSyncInterval,
-		RetentionBytes: b.cfg.DurableRetentionBytes,
-		RetentionAge:   b.cfg.DurableRetentionAge,
-	}
-	if def.RetentionBytes > 0 || def.RetentionAge > 0 {
-		cfg.RetentionBytes, cfg.RetentionAge = def.RetentionBytes, def.RetentionAge
-	}
+	policy := cfg.Fsync
 	if def.Replicated() {
-		if err := b.checkReplicaID(def, shard); err != nil {
+		if err := b.prepareReplicaDir(def, shard); err != nil {
 			return nil, false, err
 		}
 	}
@@ -113,6 +105,26 @@ func (b *Broker) openLog(def streams.Def, shard uint32) (streams.Log, bool, erro
 	}
 	onCommit := policy == persistence.FsyncOnCommit
 	return durableLog{Log: log, onCommit: onCommit}, onCommit, nil
+}
+
+// logConfig is a durable stream's log configuration: the broker's storage
+// settings, with the stream's own retention when it has one.
+func (b *Broker) logConfig(def streams.Def) (persistence.Config, error) {
+	policy, err := persistence.ParseFsyncPolicy(b.cfg.DurableFsync)
+	if err != nil {
+		return persistence.Config{}, err
+	}
+	cfg := persistence.Config{
+		SegmentBytes:   b.cfg.DurableSegmentBytes,
+		Fsync:          policy,
+		SyncInterval:   b.cfg.DurableSyncInterval,
+		RetentionBytes: b.cfg.DurableRetentionBytes,
+		RetentionAge:   b.cfg.DurableRetentionAge,
+	}
+	if def.RetentionBytes > 0 || def.RetentionAge > 0 {
+		cfg.RetentionBytes, cfg.RetentionAge = def.RetentionBytes, def.RetentionAge
+	}
+	return cfg, nil
 }
 
 // fdReserve is the share of the process's descriptor limit the durable
@@ -156,6 +168,10 @@ type durableFiles struct {
 // here later (the replica moved back) starts empty.
 func (b *Broker) removeShardLog(scope wire.Scope, shard uint32) {
 	dir := b.logDir(streams.Def{Scope: scope}, shard)
+	// A copy of a leader's segments staged for the replica goes with it.
+	if err := os.RemoveAll(dir + replication.StagedSuffix); err != nil {
+		b.log.Warn().Err(err).Str("dir", dir).Msg("delete a moved replica's staged snapshot")
+	}
 	trash := fmt.Sprintf("%s%s%d", dir, wire.TrashSuffix, time.Now().UnixNano())
 	if err := os.Rename(dir, trash); err != nil {
 		b.log.Warn().Err(err).Str("dir", dir).Msg("delete a moved replica's data")

@@ -170,6 +170,10 @@ func (b *Broker) startPeers(nodeID string) (string, error) {
 		return "", fmt.Errorf("%w (set cluster_peer_listen to a free UDP address)", err)
 	}
 	p.link = link
+	b.snaps = newSnapshots(b)
+	if err := b.snaps.register(p); err != nil {
+		return "", errors.Join(err, link.Close())
+	}
 	p.addr = b.cfg.ClusterPeerAdvertise
 	if p.addr == "" {
 		p.addr = link.Addr().String()

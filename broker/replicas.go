@@ -98,8 +98,16 @@ func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inb
 	if err != nil {
 		return nil, err
 	}
-	sr := &shardReplica{r: r, key: key, id: id, group: replicaGroup(def, shard), set: set, node: node, link: link, applied: rl.applied, log: logger, b: b}
+	logCfg, err := b.logConfig(def)
+	if err != nil {
+		return nil, err
+	}
+	sr := &shardReplica{r: r, key: key, id: id, group: replicaGroup(def, shard), set: set, node: node, link: link, applied: rl.applied, log: logger, b: b,
+		dir: b.logDir(def, shard), logCfg: logCfg}
 	sr.applied.Store(appliedEnd)
+	if b.snaps != nil {
+		b.snaps.dirs.Store(sr.group, sr.dir)
+	}
 	if sr.unregister, err = link.Register(sr.group, func(_ string, data []byte) { inbox.Deliver(data) }); err != nil {
 		return nil, err
 	}
@@ -155,6 +163,11 @@ type shardReplica struct {
 	removed bool
 	// mover carries out the set's move when this replica leads.
 	mover replicaMover
+	// dir is the replica's log directory, logCfg its log's configuration;
+	// copy the copy of the leader's segments under way or staged.
+	dir    string
+	logCfg persistence.Config
+	copy   *snapshotCopy
 }
 
 var _ streams.Replica = (*shardReplica)(nil)
@@ -186,6 +199,7 @@ func (s *shardReplica) Propose(records, attrs [][]byte, stamp *streams.Stamp) (s
 func (s *shardReplica) Tick() {
 	s.r.Tick()
 	if s.ticks++; s.ticks%statusTicks == 0 {
+		s.r.CompactBehind(snapshotCatchUpEntries)
 		s.refreshSet()
 		st := s.r.Status()
 		s.b.replStatus.put(s.key, s.statusOf(st))
@@ -247,8 +261,25 @@ func (s *shardReplica) Step(data []byte) error {
 	if err := m.Unmarshal(data); err != nil {
 		return fmt.Errorf("broker: undecodable raft message for %s: %w", s.key, err)
 	}
-	return s.r.Step(m)
+	err := s.r.Step(m)
+	var need *replication.SnapshotNeeded
+	if errors.As(err, &need) {
+		s.startCopy(need)
+		return nil
+	}
+	return err
 }
+
+// EnforceRetention runs the log's retention over what the replica applied.
+func (s *shardReplica) EnforceRetention(now time.Time) {
+	if n, err := s.r.EnforceRetention(now); err != nil {
+		s.log.Warn().Err(err).Int("segments", n).Msg("retention")
+	}
+}
+
+// Restart says the replica has a copy of its leader's segments staged: the
+// shard stops, and the replica starts again on the copy.
+func (s *shardReplica) Restart() bool { return s.copyStaged() }
 
 func (s *shardReplica) Ready(apply func(streams.Applied)) error {
 	err := s.r.Ready(s.send, func(c replication.Committed) {
@@ -295,6 +326,8 @@ func (s *shardReplica) send(msgs []raftpb.Message) {
 		}
 		if !s.link.Send(node, s.group, data) {
 			s.b.metrics.ReplicationDropped.Inc()
+		} else if m.Type == raftpb.MsgSnap {
+			s.b.metrics.SnapshotsSent.Inc()
 		}
 	}
 }
@@ -345,6 +378,10 @@ func (s *shardReplica) Close() {
 	if s.unregister != nil {
 		s.unregister()
 	}
+	s.stopCopy()
+	if s.b.snaps != nil {
+		s.b.snaps.dirs.CompareAndDelete(s.group, s.dir)
+	}
 	s.b.replStatus.remove(s.key)
 }
 
@@ -384,18 +421,11 @@ func (b *Broker) replicasFor(spec *service.StreamSpec) (int, error) {
 		return 0, wire.NewError(wire.CodeShardUnavailable, "not_ready: member %s has not joined the cluster yet; try another member", node.ID())
 	}
 	live := node.LiveMembers()
-	retention := spec.RetentionBytes > 0 || spec.RetentionAge > 0
 	if asked == 0 {
-		if live >= defaultReplicas && !retention {
+		if live >= defaultReplicas {
 			return defaultReplicas, nil
 		}
 		return 0, nil
-	}
-	if asked > 1 && retention {
-		// Retention needs the raft log compacted and snapshots for the
-		// replicas behind it, which are not built: refused rather than
-		// ignored.
-		return 0, wire.NewError(wire.CodeInvalidRequest, "replicas %d with retention: retention does not run on replicated streams yet; create it without --retention-bytes/--retention-age, or with --replicas 1", asked)
 	}
 	if asked > live {
 		return 0, wire.NewError(wire.CodeInvalidRequest, "replicas %d: the cluster has %d live members; start more or ask for fewer", asked, live)

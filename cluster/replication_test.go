@@ -12,9 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/cluster"
+	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/internal/clustercerts"
 	"github.com/getfelix/felix-go/wire"
@@ -245,9 +249,6 @@ func TestReplicasNeedEnoughMembers(t *testing.T) {
 		t.Fatalf("3 replicas on a cluster of 1: %v; want invalid_request", err)
 	}
 	// The default on a cluster of one is one copy.
-	if _, err := c.CreateStream(ctx, client.Stream{Tenant: "t", Namespace: "ns", Name: "kept"}, client.StreamConfig{Durable: true, Replicas: 2, RetentionBytes: 1 << 30}); !errors.Is(err, wire.ErrInvalidRequest) {
-		t.Fatalf("replicas with retention: %v; want invalid_request", err)
-	}
 	info, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true})
 	if err != nil || info.Replicas != 1 {
 		t.Fatalf("default replicas on a cluster of one: %+v, %v; want 1", info, err)
@@ -426,4 +427,181 @@ func TestDrainMovesReplicatedLeadership(t *testing.T) {
 	if _, in := set.Has(leader); !in {
 		t.Fatalf("the drained member's replica was removed: %+v", set)
 	}
+}
+
+// TestReplicaBehindRetentionCatchesUpFromSegments: a follower is stopped;
+// while it is down the stream's retention removes, on the other replicas,
+// every entry it lacks. When it comes back, the leader's snapshot names its
+// segment files; the follower copies them over the peer link, installs the
+// copy in place of its log and goes on from the leader's log: its records
+// are the leader's, offsets included, and it takes part in commits again.
+func TestReplicaBehindRetentionCatchesUpFromSegments(t *testing.T) {
+	etcd := embeddedEtcd(t)
+	certs, err := clustercerts.Ensure(t.TempDir(), []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs := map[string]config.Config{}
+	members := map[string]*broker.Broker{}
+	var addrs []string
+	for _, id := range []string{"a", "b", "c"} {
+		cfg := brokertest.Config(t)
+		cfg.Admin, cfg.Auth, cfg.ClusterEtcd, cfg.ClusterNodeID = "127.0.0.1:0", "none", etcd, id
+		cfg.ClusterLeaseTTL = 2 * time.Second
+		cfg.ClusterTLSCA, cfg.ClusterTLSCert, cfg.ClusterTLSKey = certs[id].CA, certs[id].Cert, certs[id].Key
+		cfg.DurableSegmentBytes = 64 << 10
+		cfg.DurableRetentionInterval = 200 * time.Millisecond
+		cfgs[id], members[id] = cfg, brokertest.Start(t, cfg, broker.WithoutActorCluster())
+		addrs = append(addrs, members[id].Addr().String())
+	}
+	cc := dialClusterInsecure(t, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "retained"}
+	for {
+		_, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true, Replicas: 3, RetentionBytes: 128 << 10})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	batch := func(n int) [][]byte {
+		out := make([][]byte, 32)
+		for i := range out {
+			out[i] = fmt.Appendf(make([]byte, 0, 1024), "%08d%01016d", n*32+i, 0)
+		}
+		return out
+	}
+	if err := cc.PublishBatch(ctx, st, batch(0), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	top, err := cc.ShardOwners(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := top.Owners[0].Owner.NodeID
+	follower := "a"
+	if follower == leader {
+		follower = "b"
+	}
+	waitReplicas(ctx, t, []string{members[follower].Addr().String()}, st, 32)
+	if err := members[follower].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Publish until retention on the leader removed offset 32, the
+	// follower's end, and more.
+	for n := 1; ; n++ {
+		if err := cc.PublishBatch(ctx, st, batch(n), client.PublishOptions{}); err != nil {
+			t.Fatalf("publish batch %d: %v", n, err)
+		}
+		if n > 12 && firstOffset(ctx, t, members[leader].Addr().String(), st) > 64 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("retention never removed the follower's end on the leader")
+		}
+	}
+	members[follower] = brokertest.Start(t, cfgs[follower], broker.WithoutActorCluster())
+	installed := func() bool {
+		return metricValue(t, members[follower], "felix_replication_snapshots_installed_total") >= 1
+	}
+	for !installed() {
+		if ctx.Err() != nil {
+			t.Fatal("the follower never installed a copy of the leader's segments")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// One more batch, then the follower holds what the leader holds, at the
+	// same offsets, from the leader's start.
+	if err := cc.PublishBatch(ctx, st, batch(1000), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := readFrom(ctx, t, members[leader].Addr().String(), st)
+	for {
+		got := readFrom(ctx, t, members[follower].Addr().String(), st)
+		if len(got) > 0 && got[len(got)-1].Offset == want[len(want)-1].Offset {
+			// Each replica runs retention on its own: compare where both
+			// still hold records.
+			from := max(got[0].Offset, want[0].Offset)
+			got, want = got[from-got[0].Offset:], want[from-want[0].Offset:]
+			if !slices.EqualFunc(got, want, func(a, b client.Record) bool {
+				return a.Offset == b.Offset && string(a.Payload) == string(b.Payload)
+			}) {
+				t.Fatalf("the follower's records from %d differ from the leader's", from)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the follower ends at %d records, the leader at offset %d", len(got), want[len(want)-1].Offset)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// firstOffset is the first offset a member's replica still holds.
+func firstOffset(ctx context.Context, t *testing.T, addr string, st client.Stream) uint64 {
+	t.Helper()
+	c, err := client.Dial(ctx, addr, client.Options{Insecure: true, Tenant: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	// Below what retention kept, a read is refused naming the oldest
+	// offset; walk up until one is not.
+	for from := uint64(0); ; from += 32 {
+		page, err := c.Read(ctx, st, from, client.ReadOptions{MaxRecords: 1})
+		switch {
+		case err == nil && len(page.Records) > 0:
+			return page.Records[0].Offset
+		case err == nil || !errors.Is(err, wire.ErrNotFound) || ctx.Err() != nil:
+			return 0
+		}
+	}
+}
+
+// readFrom reads a member's replica of shard 0 from its first offset.
+func readFrom(ctx context.Context, t *testing.T, addr string, st client.Stream) []client.Record {
+	t.Helper()
+	c, err := client.Dial(ctx, addr, client.Options{Insecure: true, Tenant: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	var out []client.Record
+	for from := firstOffset(ctx, t, addr, st); ; {
+		page, err := c.Read(ctx, st, from, client.ReadOptions{})
+		if err != nil {
+			t.Fatalf("read %s at %s: %v", st.Name, addr, err)
+		}
+		out = append(out, page.Records...)
+		if len(page.Records) == 0 || page.Next >= page.Committed {
+			return out
+		}
+		from = page.Next
+	}
+}
+
+// metricValue is a counter's value on a member's /metrics.
+func metricValue(t *testing.T, b *broker.Broker, name string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + b.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v float64
+	if f := families[name]; f != nil {
+		for _, m := range f.GetMetric() {
+			v += m.GetCounter().GetValue()
+		}
+	}
+	return v
 }

@@ -59,6 +59,9 @@ type Metrics struct {
 	// ReplicaFailures counts this member's replicas that stopped because
 	// their storage failed (they start again from their log).
 	ReplicaFailures prometheus.Counter
+	// Snapshots: sent by this member's leaders to followers behind their
+	// compaction point, and installed by its followers.
+	SnapshotsSent, SnapshotsInstalled prometheus.Counter
 
 	dir *actors.Directory
 }
@@ -117,6 +120,8 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		LeaderChanges:       counter("felix_replication_leader_changes_total", "Leader changes this member's replicas saw (each replica counts each change it learns of)."),
 		ReplicationDropped:  counter("felix_replication_messages_dropped_total", "Raft messages for other members dropped by a full or unknown peer link; raft sends again what it needs."),
 		ReplicaFailures:     counter("felix_replica_failures_total", "Replicas on this member that stopped because their log failed (a write or fsync error); each starts again from its log, and is reported here until its disk works."),
+		SnapshotsSent:       counter("felix_replication_snapshots_sent_total", "Snapshots this member's leaders sent to followers behind their compaction point (each followed by the follower copying the leader's segments)."),
+		SnapshotsInstalled:  counter("felix_replication_snapshots_installed_total", "Copies of a leader's segments this member's replicas installed in place of their log."),
 		dir:                 dir,
 	}
 	f(collectors.NewGoCollector())

@@ -43,6 +43,12 @@ type Replica interface {
 	// Removed says the replica set no longer names this member (the
 	// replica moved): the shard stops and deletes its log.
 	Removed() bool
+	// EnforceRetention applies the log's retention to what the replica
+	// applied (the shard calls it every RetentionInterval).
+	EnforceRetention(now time.Time)
+	// Restart says the replica must start again from its storage: it
+	// copied its leader's segments, which replace its log when it opens.
+	Restart() bool
 	// AppliedEnd is the offset after the records the replica had applied
 	// before it started (what its storage knows committed): raft hands
 	// over only the entries after them.
@@ -143,6 +149,8 @@ type replicated struct {
 	replica Replica
 	inbox   *PeerInbox
 	ticker  *retentionTicker
+	// ticks counts replica ticks, for retention's interval.
+	ticks uint64
 	// tickQueued keeps at most one tick in the mailbox: a shard blocked on
 	// a full subscriber must not come back to a backlog of them.
 	tickQueued atomic.Bool
@@ -213,11 +221,30 @@ func (s *shard) handleReplicaTick() {
 	s.repl.tickQueued.Store(false)
 	s.repl.replica.Tick()
 	s.processReady()
-	if s.repl.replica.Removed() && !s.stopping {
+	if s.repl.ticks++; s.repl.ticks%s.retentionTicks() == 0 {
+		s.repl.replica.EnforceRetention(time.Now())
+	}
+	switch {
+	case s.stopping:
+	case s.repl.replica.Removed():
 		s.stopping, s.repl.removed = true, true
 		s.logger.Info().Msg("replica moved to another member; shard stops and deletes its log here")
 		s.root.Stop(s.self)
+	case s.repl.replica.Restart():
+		s.stopping = true
+		s.failProposed(errLeadershipMoved)
+		s.logger.Info().Msg("replica copied its leader's segments; shard stops and starts again on them")
+		s.root.Stop(s.self)
 	}
+}
+
+// retentionTicks is the retention interval in replica ticks.
+func (s *shard) retentionTicks() uint64 {
+	every := s.cfg.RetentionInterval
+	if every <= 0 {
+		every = defaultRetentionInterval
+	}
+	return uint64(max(1, every/ReplicaTick))
 }
 
 func (s *shard) handlePeerMessage(msg *peerMessage) {

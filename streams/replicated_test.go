@@ -60,13 +60,15 @@ func (f *fakeReplica) Propose(records, _ [][]byte, stamp *Stamp) (Ticket, error)
 	}, nil
 }
 
-func (f *fakeReplica) Tick()                {}
-func (f *fakeReplica) Removed() bool        { return false }
-func (f *fakeReplica) AppliedEnd() uint64   { return 0 }
-func (f *fakeReplica) Step([]byte) error    { return nil }
-func (f *fakeReplica) Close()               {}
-func (f *fakeReplica) HasReady() bool       { f.mu.Lock(); defer f.mu.Unlock(); return f.hasReadyLocked() }
-func (f *fakeReplica) hasReadyLocked() bool { return f.placed < len(f.log) || f.applied < f.commit }
+func (f *fakeReplica) Tick()                      {}
+func (f *fakeReplica) Removed() bool              { return false }
+func (f *fakeReplica) Restart() bool              { return false }
+func (f *fakeReplica) EnforceRetention(time.Time) {}
+func (f *fakeReplica) AppliedEnd() uint64         { return 0 }
+func (f *fakeReplica) Step([]byte) error          { return nil }
+func (f *fakeReplica) Close()                     {}
+func (f *fakeReplica) HasReady() bool             { f.mu.Lock(); defer f.mu.Unlock(); return f.hasReadyLocked() }
+func (f *fakeReplica) hasReadyLocked() bool       { return f.placed < len(f.log) || f.applied < f.commit }
 
 func (f *fakeReplica) Ready(apply func(Applied)) error {
 	f.mu.Lock()
