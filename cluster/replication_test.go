@@ -98,13 +98,20 @@ func createReplicated(ctx context.Context, t *testing.T, cc *client.ClusterClien
 // replica set serves reads from what it applied).
 func readAll(ctx context.Context, t *testing.T, addr string, st client.Stream) []client.Record {
 	t.Helper()
+	return readRange(ctx, t, addr, st, func(*client.Client) uint64 { return 0 })
+}
+
+// readRange reads a member's replica of shard 0 from the offset start
+// gives, to its end.
+func readRange(ctx context.Context, t *testing.T, addr string, st client.Stream, start func(*client.Client) uint64) []client.Record {
+	t.Helper()
 	c, err := client.Dial(ctx, addr, client.Options{Insecure: true, Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close(context.Background()) }()
 	var out []client.Record
-	for from := uint64(0); ; {
+	for from := start(c); ; {
 		page, err := c.Read(ctx, st, from, client.ReadOptions{})
 		if err != nil {
 			t.Fatalf("read %s at %s: %v", st.Name, addr, err)
@@ -549,8 +556,12 @@ func firstOffset(ctx context.Context, t *testing.T, addr string, st client.Strea
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close(context.Background()) }()
-	// Below what retention kept, a read is refused naming the oldest
-	// offset; walk up until one is not.
+	return firstOffsetOf(ctx, c, st)
+}
+
+// firstOffsetOf walks up from 0 while reads are refused below what
+// retention kept.
+func firstOffsetOf(ctx context.Context, c *client.Client, st client.Stream) uint64 {
 	for from := uint64(0); ; from += 32 {
 		page, err := c.Read(ctx, st, from, client.ReadOptions{MaxRecords: 1})
 		switch {
@@ -565,23 +576,7 @@ func firstOffset(ctx context.Context, t *testing.T, addr string, st client.Strea
 // readFrom reads a member's replica of shard 0 from its first offset.
 func readFrom(ctx context.Context, t *testing.T, addr string, st client.Stream) []client.Record {
 	t.Helper()
-	c, err := client.Dial(ctx, addr, client.Options{Insecure: true, Tenant: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close(context.Background()) }()
-	var out []client.Record
-	for from := firstOffset(ctx, t, addr, st); ; {
-		page, err := c.Read(ctx, st, from, client.ReadOptions{})
-		if err != nil {
-			t.Fatalf("read %s at %s: %v", st.Name, addr, err)
-		}
-		out = append(out, page.Records...)
-		if len(page.Records) == 0 || page.Next >= page.Committed {
-			return out
-		}
-		from = page.Next
-	}
+	return readRange(ctx, t, addr, st, func(c *client.Client) uint64 { return firstOffsetOf(ctx, c, st) })
 }
 
 // metricValue is a counter's value on a member's /metrics.
