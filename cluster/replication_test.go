@@ -443,24 +443,7 @@ func TestDrainMovesReplicatedLeadership(t *testing.T) {
 // copy in place of its log and goes on from the leader's log: its records
 // are the leader's, offsets included, and it takes part in commits again.
 func TestReplicaBehindRetentionCatchesUpFromSegments(t *testing.T) {
-	etcd := embeddedEtcd(t)
-	certs, err := clustercerts.Ensure(t.TempDir(), []string{"a", "b", "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgs := map[string]config.Config{}
-	members := map[string]*broker.Broker{}
-	var addrs []string
-	for _, id := range []string{"a", "b", "c"} {
-		cfg := brokertest.Config(t)
-		cfg.Admin, cfg.Auth, cfg.ClusterEtcd, cfg.ClusterNodeID = "127.0.0.1:0", "none", etcd, id
-		cfg.ClusterLeaseTTL = 2 * time.Second
-		cfg.ClusterTLSCA, cfg.ClusterTLSCert, cfg.ClusterTLSKey = certs[id].CA, certs[id].Cert, certs[id].Key
-		cfg.DurableSegmentBytes = 64 << 10
-		cfg.DurableRetentionInterval = 200 * time.Millisecond
-		cfgs[id], members[id] = cfg, brokertest.Start(t, cfg, broker.WithoutActorCluster())
-		addrs = append(addrs, members[id].Addr().String())
-	}
+	cfgs, members, addrs := smallSegmentCluster(t)
 	cc := dialClusterInsecure(t, addrs)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -526,12 +509,44 @@ func TestReplicaBehindRetentionCatchesUpFromSegments(t *testing.T) {
 	if err := cc.PublishBatch(ctx, st, batch(1000), client.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := readFrom(ctx, t, members[leader].Addr().String(), st)
+	sameRetainedLog(ctx, t, members[leader].Addr().String(), members[follower].Addr().String(), st)
+}
+
+// smallSegmentCluster starts members a, b and c with peer links, 64 KiB
+// segments and retention every 200 ms, and returns their configurations
+// too, to start one again.
+func smallSegmentCluster(t *testing.T) (map[string]config.Config, map[string]*broker.Broker, []string) {
+	t.Helper()
+	etcd := embeddedEtcd(t)
+	certs, err := clustercerts.Ensure(t.TempDir(), []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs := map[string]config.Config{}
+	members := map[string]*broker.Broker{}
+	var addrs []string
+	for _, id := range []string{"a", "b", "c"} {
+		cfg := brokertest.Config(t)
+		cfg.Admin, cfg.Auth, cfg.ClusterEtcd, cfg.ClusterNodeID = "127.0.0.1:0", "none", etcd, id
+		cfg.ClusterLeaseTTL = 2 * time.Second
+		cfg.ClusterTLSCA, cfg.ClusterTLSCert, cfg.ClusterTLSKey = certs[id].CA, certs[id].Cert, certs[id].Key
+		cfg.DurableSegmentBytes = 64 << 10
+		cfg.DurableRetentionInterval = 200 * time.Millisecond
+		cfgs[id], members[id] = cfg, brokertest.Start(t, cfg, broker.WithoutActorCluster())
+		addrs = append(addrs, members[id].Addr().String())
+	}
+	return cfgs, members, addrs
+}
+
+// sameRetainedLog waits until the follower's replica ends where the
+// leader's does, then checks both hold the same records at the same
+// offsets where both still hold records (each runs retention on its own).
+func sameRetainedLog(ctx context.Context, t *testing.T, leader, follower string, st client.Stream) {
+	t.Helper()
+	want := readFrom(ctx, t, leader, st)
 	for {
-		got := readFrom(ctx, t, members[follower].Addr().String(), st)
+		got := readFrom(ctx, t, follower, st)
 		if len(got) > 0 && got[len(got)-1].Offset == want[len(want)-1].Offset {
-			// Each replica runs retention on its own: compare where both
-			// still hold records.
 			from := max(got[0].Offset, want[0].Offset)
 			got, want = got[from-got[0].Offset:], want[from-want[0].Offset:]
 			if !slices.EqualFunc(got, want, func(a, b client.Record) bool {
