@@ -37,6 +37,8 @@ type Storage struct {
 	// where a snapshot is taken, and how far retention and compaction may
 	// go. Only the Replica sets it.
 	applied uint64
+	// recent are the latest entries appended, which raft reads back soon.
+	recent recentEntries
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -139,6 +141,9 @@ func (s *Storage) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 	case hi > s.w.lastIndex()+1 || lo > hi:
 		return nil, raft.ErrUnavailable
 	}
+	if out, ok := s.recent.get(lo, hi, maxSize); ok {
+		return out, nil
+	}
 	var out []raftpb.Entry
 	var size uint64
 	for index := lo; index < hi; {
@@ -240,16 +245,20 @@ func (s *Storage) Append(entries []raftpb.Entry) error {
 	case at > last+1:
 		return fmt.Errorf("%w: append at index %d, the log ends at %d", ErrLogMismatch, at, last)
 	case at <= last:
+		s.recent.truncate(at)
 		if err := s.log.TruncateEntries(at); err != nil {
 			return fmt.Errorf("replication: truncate the log from index %d: %w", at, err)
 		}
 		s.w.truncate(at)
 	}
-	for _, e := range entries {
+	for i, e := range entries {
 		if err := s.appendEntry(e); err != nil {
+			// What was appended stays in the log; keep the cache to it.
+			s.recent.add(entries[:i])
 			return err
 		}
 	}
+	s.recent.add(entries)
 	if s.lazy {
 		return nil
 	}
@@ -327,6 +336,7 @@ func (s *Storage) Compact(index uint64) error {
 		return fmt.Errorf("replication: compact to index %d above the commit index %d", index, s.hs.Commit)
 	}
 	s.w.compact(index)
+	s.recent.dropThrough(index)
 	return nil
 }
 
@@ -335,6 +345,7 @@ func (s *Storage) Compact(index uint64) error {
 func (s *Storage) compactBehind(keep uint64) {
 	if s.applied > keep && s.applied-keep > s.w.first {
 		s.w.compact(s.applied - keep)
+		s.recent.dropThrough(s.applied - keep)
 	}
 }
 
@@ -357,6 +368,7 @@ func (s *Storage) enforceRetention(now time.Time) (int, error) {
 	}
 	if found && first.Index > s.w.first && s.w.has(first.Index) {
 		s.w.compact(first.Index)
+		s.recent.dropThrough(first.Index)
 	}
 	return n, err
 }

@@ -29,7 +29,7 @@ func recordsEntry(t *testing.T, index, term uint64, records ...string) raftpb.En
 	return raftpb.Entry{Index: index, Term: term, Type: raftpb.EntryNormal, Data: data}
 }
 
-func openTestStorage(t *testing.T, l *memLog, dir string) *Storage {
+func openTestStorage(t testing.TB, l *memLog, dir string) *Storage {
 	t.Helper()
 	s, err := OpenStorage(l, dir)
 	if err != nil {
@@ -386,6 +386,7 @@ func TestStorageEntriesReadInChunks(t *testing.T) {
 	if err := s.Append([]raftpb.Entry{recordsEntry(t, 1, 1, big), recordsEntry(t, 2, 1, big), recordsEntry(t, 3, 1, big)}); err != nil {
 		t.Fatal(err)
 	}
+	s.recent.reset() // read from the log, as after a restart
 	got, err := s.Entries(1, 2, noLimit)
 	if err != nil || len(got) != 1 || l.reads != 1 {
 		t.Errorf("Entries(1, 2) = %d entries in %d reads, %v; want 1 in 1", len(got), l.reads, err)
@@ -449,5 +450,35 @@ func TestStorageCommittedIsWhatARestartNeedNotApply(t *testing.T) {
 	s = openTestStorage(t, l, dir)
 	if index, end := s.Committed(); index != 3 || end != 4 {
 		t.Fatalf("reopened: committed %d, end %d; want entry 3, offset 4 (the whole log)", index, end)
+	}
+}
+
+// TestStorageServesRecentEntriesWithoutReading: what was just appended is
+// read back (to apply it, to send it) without reading the log, the same
+// entries the log would give; a truncated tail and compacted entries are
+// not served from memory.
+func TestStorageServesRecentEntriesWithoutReading(t *testing.T) {
+	l := newMemLog()
+	s := openTestStorage(t, l, t.TempDir())
+	ents := []raftpb.Entry{recordsEntry(t, 1, 1, "a"), recordsEntry(t, 2, 1, "b"), recordsEntry(t, 3, 1, "c")}
+	if err := s.Append(ents); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Entries(1, 4, noLimit)
+	if err != nil || l.reads != 0 || !reflect.DeepEqual(got, ents) {
+		t.Fatalf("Entries(1, 4) = %v in %d reads, %v; want the appended entries, no read", got, l.reads, err)
+	}
+	// A new leader's entry replaces index 3.
+	replaced := recordsEntry(t, 3, 2, "C")
+	if err := s.Append([]raftpb.Entry{replaced}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Entries(3, 4, noLimit); len(got) != 1 || got[0].Term != 2 || l.reads != 0 {
+		t.Fatalf("Entries(3, 4) after the replacement = %v in %d reads", got, l.reads)
+	}
+	s.recent.reset()
+	fromLog, err := s.Entries(1, 4, noLimit)
+	if err != nil || !reflect.DeepEqual(fromLog, append(ents[:2:2], replaced)) {
+		t.Fatalf("the log gives %v, %v; memory gave the same entries", fromLog, err)
 	}
 }
