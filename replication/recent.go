@@ -38,14 +38,17 @@ func (r *recentEntries) add(ents []raftpb.Entry) {
 		r.ents = append(r.ents, e)
 		r.bytes += len(e.Data)
 	}
+	if r.bytes <= maxRecentBytes {
+		return
+	}
+	// Down to three quarters of the bound, so that the copy of what stays
+	// happens once in many appends, not on each.
 	drop := 0
-	for r.bytes > maxRecentBytes && drop < len(r.ents)-1 {
+	for r.bytes > maxRecentBytes*3/4 && drop < len(r.ents)-1 {
 		r.bytes -= len(r.ents[drop].Data)
 		drop++
 	}
-	if drop > 0 {
-		r.ents = append(r.ents[:0:0], r.ents[drop:]...)
-	}
+	r.ents = append(r.ents[:0:0], r.ents[drop:]...)
 }
 
 func (r *recentEntries) last() uint64 { return r.ents[len(r.ents)-1].Index }

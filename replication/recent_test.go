@@ -14,6 +14,8 @@ func TestRecentEntriesStayWithinTheirBound(t *testing.T) {
 	for i := uint64(1); i <= 10; i++ {
 		r.add([]raftpb.Entry{{Index: i, Term: 1, Data: data}})
 	}
+	// Past 4 MiB the oldest go down to 3 MiB: at entry 5 ([3, 5] stay),
+	// at 7 ([5, 7]), at 9 ([7, 9]); then 10 joins.
 	if r.bytes > maxRecentBytes || r.ents[0].Index != 7 || r.last() != 10 {
 		t.Fatalf("kept [%d, %d], %d bytes; want [7, 10] within %d", r.ents[0].Index, r.last(), r.bytes, maxRecentBytes)
 	}
