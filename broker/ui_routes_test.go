@@ -213,4 +213,3 @@ func TestUIClusterRouteLoneBroker(t *testing.T) {
 		t.Errorf("/ui/config: %d %s; want no node id", status, body)
 	}
 }
-
