@@ -17,9 +17,11 @@ import (
 // batch; a stream not asked for within rateWatchFor is forgotten, and at
 // most maxRateWatches streams are watched at once.
 type streamRates struct {
-	on atomic.Bool // some stream is watched
-	mu sync.Mutex
-	m  map[wire.Scope]*watchedRate
+	// until is when the last watch lapses (Unix nanoseconds), 0 once
+	// count saw it lapse: then count is back to one atomic load.
+	until atomic.Int64
+	mu    sync.Mutex
+	m     map[wire.Scope]*watchedRate
 }
 
 type watchedRate struct {
@@ -37,7 +39,12 @@ const (
 
 // count is countFanout's hook, on the shard's goroutine.
 func (r *streamRates) count(st *streams.FanoutStats) {
-	if !r.on.Load() {
+	until := r.until.Load()
+	if until == 0 {
+		return
+	}
+	if time.Now().UnixNano() > until {
+		r.until.CompareAndSwap(until, 0)
 		return
 	}
 	r.mu.Lock()
@@ -58,10 +65,10 @@ func (r *streamRates) read(scope wire.Scope, now time.Time) (records uint64, ok 
 			delete(r.m, s)
 		}
 	}
+	r.until.Store(now.Add(rateWatchFor).UnixNano())
 	w := r.m[scope]
 	if w == nil {
 		if len(r.m) >= maxRateWatches {
-			r.on.Store(len(r.m) > 0)
 			return 0, false
 		}
 		if r.m == nil {
@@ -71,6 +78,5 @@ func (r *streamRates) read(scope wire.Scope, now time.Time) (records uint64, ok 
 		r.m[scope] = w
 	}
 	w.seen = now
-	r.on.Store(true)
 	return w.records.Load(), true
 }
