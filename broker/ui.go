@@ -10,7 +10,7 @@ import (
 // uiFiles is the live tree page: plain HTML, CSS and JavaScript, embedded so
 // the admin endpoint serves it with no build step and no external asset.
 //
-//go:embed ui/index.html ui/stream.html
+//go:embed ui/index.html ui/stream.html ui/common.js
 var uiFiles embed.FS
 
 // uiConfig tells the page what the broker allows, so it shows only what
@@ -29,8 +29,9 @@ type uiConfig struct {
 // /debug/chaos/kill (node.manage) with the token the user pastes; the
 // stream page reads /debug/stream (node.view), routed here too.
 func (b *Broker) uiRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /ui", uiPage("ui/index.html"))
-	mux.HandleFunc("GET /ui/stream", uiPage("ui/stream.html"))
+	mux.HandleFunc("GET /ui", uiPage("ui/index.html", "text/html; charset=utf-8"))
+	mux.HandleFunc("GET /ui/stream", uiPage("ui/stream.html", "text/html; charset=utf-8"))
+	mux.HandleFunc("GET /ui/common.js", uiPage("ui/common.js", "text/javascript; charset=utf-8"))
 	mux.HandleFunc("GET /ui/config", func(w http.ResponseWriter, _ *http.Request) {
 		cfg := uiConfig{Chaos: b.cfg.Chaos, NeedToken: b.cfg.Auth != "none"}
 		if n := b.node.Load(); n != nil {
@@ -44,18 +45,19 @@ func (b *Broker) uiRoutes(mux *http.ServeMux) {
 	})
 }
 
-// uiPage serves one embedded page.
-func uiPage(name string) http.HandlerFunc {
+// uiPage serves one embedded file.
+func uiPage(name, contentType string) http.HandlerFunc {
 	page, err := uiFiles.ReadFile(name)
 	if err != nil {
 		panic("broker: the embedded " + name + " is missing: " + err.Error()) // a build defect, not input
 	}
 	return func(w http.ResponseWriter, _ *http.Request) {
 		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Type", contentType)
 		h.Set("Cache-Control", "no-cache")
-		// Everything the page needs is inline and same-origin.
-		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:")
+		// Everything the pages need is inline or same-origin (the script
+		// both share, /ui/common.js).
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:")
 		h.Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(page)
 	}

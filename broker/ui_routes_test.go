@@ -11,15 +11,43 @@ import (
 
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
 // Tests of the JSON routes behind the pages: GET /debug/stream (the
 // stream page) and the cluster fallback the tree page relies on.
 
+// adminBroker starts a broker with its admin endpoint on a free port,
+// under auth (the tests' default, jwt, when empty).
+func adminBroker(t *testing.T, auth string) (*broker.Broker, config.Config) {
+	t.Helper()
+	cfg := brokertest.Config(t)
+	cfg.Admin = "127.0.0.1:0"
+	if auth != "" {
+		cfg.Auth = auth
+	}
+	return brokertest.Start(t, cfg), cfg
+}
+
 // adminGet is GET path with token (none when empty), decoding a 200's
 // body into out; it returns the status and the raw body.
 func adminGet(t *testing.T, b *broker.Broker, token, path string, out any) (int, string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	res, body := adminFetch(t, hc, b, token, path)
+	if res.StatusCode == http.StatusOK && out != nil {
+		if err := json.Unmarshal([]byte(body), out); err != nil {
+			t.Fatalf("GET %s: %v in %s", path, err, body)
+		}
+	}
+	return res.StatusCode, body
+}
+
+// adminFetch is GET path through hc, with token when not empty; it
+// returns the answer (its body read and closed) and its body.
+func adminFetch(t *testing.T, hc *http.Client, b *broker.Broker, token, path string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, adminURL(t, b, path), nil)
 	if err != nil {
@@ -28,8 +56,6 @@ func adminGet(t *testing.T, b *broker.Broker, token, path string, out any) (int,
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
-	defer hc.CloseIdleConnections()
 	res, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
@@ -39,12 +65,7 @@ func adminGet(t *testing.T, b *broker.Broker, token, path string, out any) (int,
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
-	if res.StatusCode == http.StatusOK && out != nil {
-		if err := json.Unmarshal(body, out); err != nil {
-			t.Fatalf("GET %s: %v in %s", path, err, body)
-		}
-	}
-	return res.StatusCode, string(body)
+	return res, string(body)
 }
 
 func streamPath(name string) string {
@@ -55,9 +76,7 @@ func streamPath(name string) string {
 // 401 without a token, 403 with a token of stream rights only; bad names
 // are 400; an unknown stream is 404 and is not made by being looked at.
 func TestUIStreamRouteAuth(t *testing.T) {
-	cfg := brokertest.Config(t)
-	cfg.Admin = "127.0.0.1:0"
-	b := brokertest.Start(t, cfg)
+	b, cfg := adminBroker(t, "")
 	view := brokertest.Token(t, cfg, "default", "node.view:*")
 	if status, body := adminGet(t, b, "", streamPath("s"), nil); status != http.StatusUnauthorized {
 		t.Errorf("without a token: %d %s; want 401", status, body)
@@ -91,22 +110,11 @@ func TestUIStreamRouteAuth(t *testing.T) {
 // with its log offsets (next grows by what was published to it, committed
 // follows), the shard's subscribers, and the group with a part per shard.
 func TestUIStreamRouteDurable(t *testing.T) {
-	cfg := brokertest.Config(t)
-	cfg.Admin = "127.0.0.1:0"
-	b := brokertest.Start(t, cfg)
+	b, cfg := adminBroker(t, "")
 	view := brokertest.Token(t, cfg, "default", "node.view:*")
 	ctx := testCtx(t, 30*time.Second)
 	c := brokertest.Dial(t, b, cfg)
-	st := client.Stream{Name: "orders"}
-	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 2, Durable: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateGroup(ctx, st, "billing", client.GroupStart{Kind: "earliest"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Subscribe(ctx, st, client.SubscribeOptions{Shard: 1}); err != nil {
-		t.Fatal(err)
-	}
+	st := ordersStream(t, ctx, c)
 	const records = 40
 	publishKeyed(t, ctx, c, st, records)
 
@@ -147,10 +155,7 @@ func TestUIStreamRouteDurable(t *testing.T) {
 // its document counts the records fanned out since the first look, the
 // counter the page turns into the stream's rate.
 func TestUIStreamRouteInMemory(t *testing.T) {
-	cfg := brokertest.Config(t)
-	cfg.Admin = "127.0.0.1:0"
-	cfg.Auth = "none"
-	b := brokertest.Start(t, cfg)
+	b, cfg := adminBroker(t, "none")
 	ctx := testCtx(t, 30*time.Second)
 	c := brokertest.Dial(t, b, cfg)
 	st := client.Stream{Name: "ticks"}
@@ -181,6 +186,23 @@ func TestUIStreamRouteInMemory(t *testing.T) {
 	}
 }
 
+// ordersStream makes the durable stream "orders" of two shards with the
+// group "billing", and subscribes c to its shard 1.
+func ordersStream(t *testing.T, ctx context.Context, c *client.Client) client.Stream {
+	t.Helper()
+	st := client.Stream{Name: "orders"}
+	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 2, Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateGroup(ctx, st, "billing", client.GroupStart{Kind: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subscribe(ctx, st, client.SubscribeOptions{Shard: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // publishKeyed publishes n records one by one, under keys that spread
 // them over the stream's shards.
 func publishKeyed(t *testing.T, ctx context.Context, c *client.Client, st client.Stream, n int) {
@@ -196,9 +218,7 @@ func publishKeyed(t *testing.T, ctx context.Context, c *client.Client, st client
 // route 404 (the tree page then polls /debug/actors) and has no node id
 // in the page's config.
 func TestUIClusterRouteLoneBroker(t *testing.T) {
-	cfg := brokertest.Config(t)
-	cfg.Admin = "127.0.0.1:0"
-	b := brokertest.Start(t, cfg)
+	b, cfg := adminBroker(t, "")
 	view := brokertest.Token(t, cfg, "default", "node.view:*")
 	if status, body := adminGet(t, b, "", "/debug/cluster/actors", nil); status != http.StatusUnauthorized {
 		t.Errorf("cluster trees without a token: %d %s; want 401", status, body)

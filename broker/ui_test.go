@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -99,23 +98,12 @@ func checkFilters(t *testing.T, p *browsertest.Page) {
 // /debug/actors still refuses; the config says a token is needed and chaos
 // is off, so the page hides the kill buttons; / redirects to /ui.
 func TestUIStaticWithoutToken(t *testing.T) {
-	cfg := brokertest.Config(t)
-	cfg.Admin = "127.0.0.1:0"
-	b := brokertest.Start(t, cfg)
+	b, _ := adminBroker(t, "")
 	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(hc.CloseIdleConnections)
 	get := func(path string) (*http.Response, string) {
 		t.Helper()
-		res, err := hc.Get(adminURL(t, b, path))
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		defer res.Body.Close()
-		body, err := io.ReadAll(res.Body)
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		return res, string(body)
+		return adminFetch(t, hc, b, "", path)
 	}
 	if res, body := get("/ui"); res.StatusCode != http.StatusOK || !strings.Contains(body, "/debug/actors") || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
 		t.Errorf("GET /ui: %s %q, %d bytes; want 200 text/html with the page", res.Status, res.Header.Get("Content-Type"), len(body))
@@ -135,9 +123,7 @@ func TestUIStaticWithoutToken(t *testing.T) {
 // /debug/actors; with a node.view token typed into its field it shows the
 // tree, and with chaos off no kill button is visible.
 func TestUIToken(t *testing.T) {
-	cfg := brokertest.Config(t)
-	cfg.Admin = "127.0.0.1:0"
-	b := brokertest.Start(t, cfg)
+	b, cfg := adminBroker(t, "")
 	ctx := testCtx(t, 60*time.Second)
 	p := browsertest.Open(t, ctx, adminURL(t, b, "/ui"))
 	p.Await("the refusal without a token", func() bool {
@@ -156,22 +142,10 @@ func TestUIToken(t *testing.T) {
 // what was published and a sparkline with a non-zero rate. The tree page
 // links the shard's stream label to this page.
 func TestUIStream(t *testing.T) {
-	cfg := brokertest.Config(t)
-	cfg.Admin = "127.0.0.1:0"
-	cfg.Auth = "none"
-	b := brokertest.Start(t, cfg)
+	b, cfg := adminBroker(t, "none")
 	ctx := testCtx(t, 60*time.Second)
 	c := brokertest.Dial(t, b, cfg)
-	st := client.Stream{Name: "orders"}
-	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Shards: 2, Durable: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.CreateGroup(ctx, st, "billing", client.GroupStart{Kind: "earliest"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Subscribe(ctx, st, client.SubscribeOptions{Shard: 1}); err != nil {
-		t.Fatal(err)
-	}
+	st := ordersStream(t, ctx, c)
 
 	// From the tree: the shard's stream label is a link to its page.
 	p := browsertest.Open(t, ctx, adminURL(t, b, "/ui"))
