@@ -138,13 +138,13 @@ func (b *Broker) handleStreamView(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "name the stream: ?tenant=T&ns=N&stream=S (" + err.Error() + ")"})
 		return
 	}
-	from, err := strconv.ParseUint(q.Get("from"), 10, 32)
-	if q.Get("from") == "" {
-		from, err = 0, nil
-	}
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "from must be a shard number"})
-		return
+	var from uint64
+	if s := q.Get("from"); s != "" {
+		var err error
+		if from, err = strconv.ParseUint(s, 10, 32); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "from must be a shard number"})
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -217,7 +217,8 @@ func (b *Broker) shardView(ctx context.Context, c *conn, top *service.Topology, 
 	if int(n) < len(top.Owners) {
 		o := top.Owners[n]
 		sv.Owner = o.Owner.NodeID
-		sv.Here = sv.Owner == "" || (b.node.Load() != nil && sv.Owner == b.node.Load().ID())
+		node := b.node.Load()
+		sv.Here = sv.Owner == "" || (node != nil && sv.Owner == node.ID())
 		if !o.Available {
 			sv.Error = "no member serves it now"
 		}
