@@ -80,6 +80,8 @@ type Broker struct {
 	replStatus replicaStatuses
 	// disk is the durable logs' file system under --chaos (chaosdisk.go).
 	disk chaosDisk
+	// uiRates counts fan-out for the streams a stream page watches (uirates.go).
+	uiRates streamRates
 	// noActorCluster: see WithoutActorCluster.
 	noActorCluster bool
 	ownsSystem     bool

@@ -16,6 +16,7 @@ func (b *Broker) countFanout(st *streams.FanoutStats) {
 	if st.Evicted > 0 {
 		b.metrics.SubBlockEvicted.Add(float64(st.Evicted))
 	}
+	b.uiRates.count(st)
 }
 
 // countSubQueueDrop is every feeder mailbox's drop hook.

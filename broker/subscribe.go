@@ -81,7 +81,7 @@ func (c *conn) build(ctx context.Context, req *service.Subscribe, open service.O
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, ref, writer, sink, c.grantCapacity(req.QueueCapacity))
+	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, req.Shard, ref, writer, sink, c.grantCapacity(req.QueueCapacity))
 	return sub, queue, ref, err
 }
 
@@ -121,7 +121,7 @@ func (c *conn) grantCapacity(requested int64) int {
 
 // spawnFeeder registers the sink with the writer and spawns the feeder,
 // its queue held until Start. On an error nothing is left behind.
-func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, ref *streams.ShardRef, writer *lanes.WriterRef, sink service.Sink, capacity int) (*subscription, *actors.Mailbox, error) {
+func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, shard uint32, ref *streams.ShardRef, writer *lanes.WriterRef, sink service.Sink, capacity int) (*subscription, *actors.Mailbox, error) {
 	b := c.b
 	lane, err := b.lane(b.selector.Select(id, c.client.ID))
 	if err != nil {
@@ -161,7 +161,7 @@ func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, ref
 		return nil, nil, wire.NewError(wire.CodeInternal, "spawn feeder: %v", err)
 	}
 	b.dir.Add(feeder, actors.KindFeeder, queue, map[string]string{
-		"stream": scope.String(), "subscription": fmt.Sprint(id), "conn": fmt.Sprint(c.client.ID),
+		"stream": scope.String(), "shard": fmt.Sprint(shard), "subscription": fmt.Sprint(id), "conn": fmt.Sprint(c.client.ID),
 		"lane": fmt.Sprint(lane.Index), "policy": b.policy.String(),
 	})
 	return &subscription{id: id, feeder: feeder, shard: ref.PID, writer: writer, egress: egress}, queue, nil
