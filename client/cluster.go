@@ -33,7 +33,12 @@ const (
 //
 // A dead member sends nothing: its connections are given up after
 // Options.IdleTimeout, which a ClusterClient defaults to 5 s (keep-alive
-// 1 s), the lease TTL's default, instead of a Client's 30 s.
+// 1 s), the lease TTL's default, instead of a Client's 30 s. A call its
+// owner leaves unanswered for hedgeAfter (200 ms) need not wait that long:
+// while the owner answers nothing, the ClusterClient asks the other
+// members every 100 ms who owns the shard, and when one names another
+// member it closes the connection to the silent one, failing its calls
+// with a *ConnectionLostError (hedge.go).
 //
 // What a routed call does with an error, by its retry class:
 //   - not_leader naming an owner (RetryRedirect): goes there, at most
@@ -43,9 +48,10 @@ const (
 //     not_leader without an owner, an owner it cannot dial: asks for the
 //     topology again and retries, backing off from 25 ms to 500 ms, until
 //     ctx ends;
-//   - RetryOutcomeUnknown and a lost connection: a publish returns the
-//     error (sending it again could write it twice), but the next call asks
-//     for the topology again; a subscribe is retried;
+//   - RetryOutcomeUnknown and a lost connection (also one abandoned as
+//     above): a publish returns the error (sending it again could write
+//     it twice), but the next call asks for the topology again; a
+//     subscribe is retried;
 //   - anything else (RetryFatal, not_found, a refused conditional
 //     publish): returned.
 type ClusterClient struct {
@@ -60,7 +66,12 @@ type ClusterClient struct {
 		// lost is when each address last lost its connection or failed a
 		// dial: it is not dialed again within lostPause.
 		lost map[string]time.Time
+		// overdue are the watches of calls their owner has not answered
+		// within hedgeAfter (hedge.go).
+		overdue map[overdueKey]*overdue
 	}
+	// watching counts the watches running; Close waits for them.
+	watching sync.WaitGroup
 	// dials counts dial attempts (tests).
 	dials atomic.Int64
 
@@ -112,6 +123,7 @@ func DialCluster(ctx context.Context, seeds []string, o Options) (*ClusterClient
 	cc.mu.conns = make(map[string]*Client)
 	cc.mu.topos = make(map[wire.Scope]*knownTopology)
 	cc.mu.lost = make(map[string]time.Time)
+	cc.mu.overdue = make(map[overdueKey]*overdue)
 	// Every seed at once: a dead one costs nothing when another answers
 	// (dialed in turn, each dead seed ahead of a live one cost a whole
 	// DialTimeout: QUIC hears nothing from a dead address).
@@ -480,6 +492,8 @@ func (cc *ClusterClient) attempt(ctx context.Context, scope wire.Scope, pick fun
 	if err != nil {
 		return err
 	}
+	finish := cc.hedge(addr, c, scope, pick)
+	defer finish()
 	return call(c)
 }
 
@@ -642,5 +656,8 @@ func (cc *ClusterClient) Close(ctx context.Context) error {
 		wg.Go(func() { _ = c.Close(ctx) })
 	}
 	wg.Wait()
+	// Every watch ends now that its connection did (a question to
+	// another member may still finish its dial, within DialTimeout).
+	cc.watching.Wait()
 	return nil
 }
