@@ -79,6 +79,10 @@ type ClusterClient struct {
 	// address each routed call is about to go to; an error it returns is
 	// taken as that broker's answer, and the call is not made.
 	testHookRoute func(addr string) error
+	// testHookWatch, set by tests before the first call, sees every answer
+	// a watch of overdue calls gets (hedge.go): from whom, whether from
+	// the owner the calls wait on, its error, and the other owner it names.
+	testHookWatch func(from string, owner bool, err error, other string)
 }
 
 // knownTopology is a stream's topology as the broker at from told it. When
@@ -601,6 +605,22 @@ func (cc *ClusterClient) ShardOwners(ctx context.Context, s Stream) (Topology, e
 			return Topology{}, fmt.Errorf("client: %w; the last attempt: %w", werr, err)
 		}
 	}
+}
+
+// knownOwners is s's cached topology, asked for (as ShardOwners) only
+// when none is cached or the cached answer was a refusal. An idempotent
+// producer needs only the stream's shard count and routing from it, which
+// do not change; asked again for every batch, the lookup cost a round trip
+// each, and a whole DialTimeout each while a dead member's connection
+// still came first among the connected ones.
+func (cc *ClusterClient) knownOwners(ctx context.Context, s Stream) (Topology, error) {
+	cc.mu.Lock()
+	kt := cc.mu.topos[cc.scope(s)]
+	cc.mu.Unlock()
+	if kt != nil && kt.err == nil {
+		return kt.top, nil
+	}
+	return cc.ShardOwners(ctx, s)
 }
 
 // CreateStream creates a stream on a live broker, as Client.CreateStream.

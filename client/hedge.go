@@ -24,8 +24,8 @@ import (
 // milliseconds. So a call not answered within hedgeAfter starts a watch of
 // its connection and stream: every hedgeEvery it asks the owner it waits
 // on, and the other members, who owns the shard. When the owner has left
-// such a question unanswered for hedgeEvery while another member names a
-// different owner, the connection is abandoned: closed, every call on it
+// such a question unanswered for silentTicks × hedgeEvery while another
+// member names a different owner, the connection is abandoned: closed, every call on it
 // fails with a *ConnectionLostError (outcome unknown for a publish: a
 // plain publish returns it, an idempotent producer sends its batch again
 // with its sequence), and the next call goes to the owner named now.
@@ -40,9 +40,15 @@ import (
 // One watch serves every call waiting on the same connection for the same
 // stream, so a thousand callers stuck on a dead member cost the others one
 // question per hedgeEvery, not a thousand.
+//
+// Measured by BenchmarkReplicatedFailover (docs/BENCHMARKS.md): what the
+// watch adds to a failover is the wait for its next question after the
+// new owner's claim, up to hedgeEvery; a question is a lookup in the
+// member's memory, so asking every 50 ms costs little.
 const (
-	hedgeAfter = 200 * time.Millisecond
-	hedgeEvery = 100 * time.Millisecond
+	hedgeAfter  = 200 * time.Millisecond
+	hedgeEvery  = 50 * time.Millisecond
+	silentTicks = 2
 )
 
 // overdueKey names a watch: the connection the calls wait on, and their
@@ -199,18 +205,23 @@ func (w *overdue) run(ctx context.Context) {
 			return // lost or closed: its calls are answered
 		case a := <-answers:
 			delete(pending, a.from)
+			var to string
 			if !a.owner {
 				delete(moved, a.from)
-				if to := w.otherOwner(a); to != "" {
+				if to = w.otherOwner(a); to != "" {
 					moved[a.from] = to
 				}
+			}
+			if h := w.cc.testHookWatch; h != nil {
+				h(a.from, a.owner, a.err, to)
 			}
 		case <-tick.C:
 			ticks++
 			ask()
 		}
-		// Silent: the owner has not answered a question sent a tick ago.
-		if !pending[w.addr] || ticks == ownerTick {
+		// Silent: the owner has not answered a question sent silentTicks
+		// ago.
+		if !pending[w.addr] || ticks-ownerTick < silentTicks {
 			continue
 		}
 		for from, to := range moved {
@@ -242,7 +253,9 @@ func (w *overdue) askMember(ctx context.Context, addr string) ownerAnswer {
 	}
 	qctx, cancel := context.WithTimeout(ctx, w.cc.opts.DialTimeout)
 	defer cancel()
-	return w.ask(qctx, addr, c)
+	a := w.ask(qctx, addr, c)
+	a.owner = false
+	return a
 }
 
 // otherOwner is the owner a member's answer names, for a shard some call
