@@ -246,7 +246,8 @@ type Client struct {
 	}
 
 	closed   atomic.Bool
-	lost     atomic.Bool // the connection ended by the broker or the network, not Close
+	lost     atomic.Bool  // the connection ended by the broker or the network, not Close
+	lostNano atomic.Int64 // when lost was set, in Unix nanoseconds
 	done     chan struct{}
 	wg       sync.WaitGroup
 	asyncErr atomic.Pointer[error]
@@ -473,8 +474,18 @@ func (c *Client) fail(err error) {
 		err = &ConnectionLostError{Cause: err}
 	}
 	c.setAsyncErr(err)
+	c.lostNano.Store(time.Now().UnixNano())
 	c.lost.Store(true)
 	c.shutdown()
+}
+
+// lostAt is when the connection was lost; otherwise (the client was
+// closed, not lost, or is open) the caller's otherwise.
+func (c *Client) lostAt(otherwise time.Time) time.Time {
+	if !c.lost.Load() {
+		return otherwise
+	}
+	return time.Unix(0, c.lostNano.Load())
 }
 
 func (c *Client) setAsyncErr(err error) {

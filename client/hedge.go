@@ -242,12 +242,11 @@ func (w *overdue) ask(ctx context.Context, addr string, c *Client) ownerAnswer {
 	return ownerAnswer{from: addr, owner: true, top: top, err: err}
 }
 
-// askMember asks another member, on the ClusterClient's connection to it.
-// A dial is not cut short when the watch ends: a dial that fails marks the
-// address lost (lostPause), which a member that was only slow to answer
-// must not be.
+// askMember asks another member, on the ClusterClient's connection to it
+// (dialed if need be: a dial cut short by the watch's end does not mark
+// the member lost).
 func (w *overdue) askMember(ctx context.Context, addr string) ownerAnswer {
-	c, err := w.cc.connect(context.WithoutCancel(ctx), addr)
+	c, err := w.cc.connect(ctx, addr)
 	if err != nil {
 		return ownerAnswer{from: addr, err: err}
 	}

@@ -136,7 +136,6 @@ func newSilentOwner(t *testing.T, ctx context.Context) *silentOwnerSetup {
 	o.IdleTimeout, o.KeepAlive, o.DialTimeout = idleTimeout, 5*time.Second, time.Second
 	s.cc = dialCluster(t, []string{s.owner.addr(), s.other.addr()}, o)
 	client.SetRouteHook(s.cc, func(addr string) error {
-		t.Logf("DEBUG %s route %s (owner %s)", time.Now().Format("05.000"), addr, s.owner.addr())
 		switch {
 		case addr == s.other.addr() && !s.arrived.Load():
 			return &wire.Error{Code: wire.CodeNotLeader, Retry: wire.RetryRedirect, Message: "moved",
