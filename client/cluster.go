@@ -36,7 +36,7 @@ const (
 // 1 s), the lease TTL's default, instead of a Client's 30 s. A call its
 // owner leaves unanswered for hedgeAfter (200 ms) need not wait that long:
 // while the owner answers nothing, the ClusterClient asks the other
-// members every 100 ms who owns the shard, and when one names another
+// members every 50 ms who owns the shard, and when one names another
 // member it closes the connection to the silent one, failing its calls
 // with a *ConnectionLostError (hedge.go).
 //

@@ -25,10 +25,11 @@ import (
 // its connection and stream: every hedgeEvery it asks the owner it waits
 // on, and the other members, who owns the shard. When the owner has left
 // such a question unanswered for silentTicks × hedgeEvery while another
-// member names a different owner, the connection is abandoned: closed, every call on it
-// fails with a *ConnectionLostError (outcome unknown for a publish: a
-// plain publish returns it, an idempotent producer sends its batch again
-// with its sequence), and the next call goes to the owner named now.
+// member names a different owner, the connection is abandoned: closed,
+// every call on it fails with a *ConnectionLostError (outcome unknown for
+// a publish: a plain publish returns it, an idempotent producer sends its
+// batch again with its sequence), and the next call goes to the owner
+// named now.
 //
 // Both conditions are needed. An owner that answers the question is alive,
 // however slow its answer to the call: it answers the call too, with

@@ -124,8 +124,11 @@ type watchAnswer struct {
 // long before it.
 const idleTimeout = 20 * time.Second
 
-func newSilentOwner(t *testing.T, ctx context.Context) *silentOwnerSetup {
+// newSilentOwner starts the setup, with a context that ends with t.
+func newSilentOwner(t *testing.T) (*silentOwnerSetup, context.Context) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
 	cfg := brokertest.Config(t)
 	s := &silentOwnerSetup{b: brokertest.Start(t, cfg), cfg: cfg, st: client.Stream{Name: "hedged"}, answers: make(chan watchAnswer, 4096)}
 	if _, err := brokertest.Dial(t, s.b, cfg).CreateStream(ctx, s.st, client.StreamConfig{Durable: true}); err != nil {
@@ -151,7 +154,15 @@ func newSilentOwner(t *testing.T, ctx context.Context) *silentOwnerSetup {
 		default:
 		}
 	})
-	return s
+	return s, ctx
+}
+
+// publish publishes payload through the ClusterClient.
+func (s *silentOwnerSetup) publish(t *testing.T, ctx context.Context, payload string) {
+	t.Helper()
+	if err := s.cc.Publish(ctx, s.st, []byte(payload), client.PublishOptions{}); err != nil {
+		t.Fatalf("publish %s: %v", payload, err)
+	}
 }
 
 // TestClusterClientLeavesSilentOwner: a call its owner stops answering
@@ -162,12 +173,8 @@ func newSilentOwner(t *testing.T, ctx context.Context) *silentOwnerSetup {
 // or is sent again there (an idempotent producer's batch, written once).
 func TestClusterClientLeavesSilentOwner(t *testing.T) {
 	t.Run("plain publish", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s := newSilentOwner(t, ctx)
-		if err := s.cc.Publish(ctx, s.st, []byte("before"), client.PublishOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		s, ctx := newSilentOwner(t)
+		s.publish(t, ctx, "before")
 		s.owner.muted.Store(true)
 		start := time.Now()
 		err := s.cc.Publish(ctx, s.st, []byte("unanswered"), client.PublishOptions{})
@@ -181,18 +188,14 @@ func TestClusterClientLeavesSilentOwner(t *testing.T) {
 		if !s.arrived.Load() {
 			t.Fatal("the publish never reached the muted owner")
 		}
-		if err := s.cc.Publish(ctx, s.st, []byte("after"), client.PublishOptions{}); err != nil {
-			t.Fatalf("publish after the owner was left: %v", err)
-		}
+		s.publish(t, ctx, "after")
 		// The unanswered publish reached the broker: written once, not sent
 		// again by the ClusterClient.
 		expectLog(t, ctx, s, "before", "unanswered", "after")
 	})
 
 	t.Run("idempotent producer", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s := newSilentOwner(t, ctx)
+		s, ctx := newSilentOwner(t)
 		p, err := s.cc.NewIdempotentProducer(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -218,12 +221,8 @@ func TestClusterClientLeavesSilentOwner(t *testing.T) {
 	})
 
 	t.Run("an owner that answers is kept", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s := newSilentOwner(t, ctx)
-		if err := s.cc.Publish(ctx, s.st, []byte("before"), client.PublishOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		s, ctx := newSilentOwner(t)
+		s.publish(t, ctx, "before")
 		release := make(chan struct{})
 		routed := make(chan error, 1)
 		go func() {
@@ -253,9 +252,7 @@ func TestClusterClientLeavesSilentOwner(t *testing.T) {
 		if err := <-routed; err != nil {
 			t.Fatal(err)
 		}
-		if err := s.cc.Publish(ctx, s.st, []byte("after"), client.PublishOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		s.publish(t, ctx, "after")
 		if d := client.Dials(s.cc) - dials; d != 0 {
 			t.Fatalf("%d dials after the slow call: the owner's connection was given up", d)
 		}
