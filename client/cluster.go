@@ -321,23 +321,7 @@ func (cc *ClusterClient) topology(ctx context.Context, scope wire.Scope, refresh
 			return kt, nil
 		}
 	}
-	var kt *knownTopology
-	err := cc.any(ctx, func(addr string, c *Client) error {
-		// A member that died keeps its connection until the idle timeout:
-		// asked there, the question would wait that long. It gets
-		// DialTimeout, then the next broker is asked.
-		qctx, cancel := context.WithTimeout(ctx, cc.opts.DialTimeout)
-		top, err := c.ShardOwners(qctx, streamOf(scope))
-		cancel()
-		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return &unreachableError{err}
-		}
-		if err != nil && !final(err) {
-			return &unreachableError{err} // this broker cannot tell now: ask the next
-		}
-		kt = &knownTopology{top: top, err: err, from: addr}
-		return nil
-	})
+	kt, err := cc.lookup(ctx, scope)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -280,4 +281,76 @@ func (w *overdue) otherOwner(a ownerAnswer) string {
 		}
 	}
 	return ""
+}
+
+// lookup asks the members for scope's topology: those connected, then the
+// seeds (candidates), each in turn when the one before failed or has not
+// answered within hedgeAfter, and takes the first answer. Asked strictly
+// in turn, a member that had died with its connection still open held
+// the lookup for DialTimeout: a publish retried just after its owner died
+// waited 3 s (by default) before asking the next member
+// (BenchmarkReplicatedFailover). The questions still unanswered when one
+// answers are cut short.
+func (cc *ClusterClient) lookup(ctx context.Context, scope wire.Scope) (*knownTopology, error) {
+	cands := cc.candidates()
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		kt  *knownTopology
+		err error
+	}
+	results := make(chan result, len(cands)) // never blocks a question that lost the race
+	next, running := 0, 0
+	askNext := func() {
+		addr := cands[next]
+		next++
+		running++
+		go func() {
+			kt, err := cc.lookupAt(lctx, scope, addr)
+			results <- result{kt, err}
+		}()
+	}
+	askNext()
+	hedge := time.NewTicker(hedgeAfter)
+	defer hedge.Stop()
+	var last error
+	for running > 0 {
+		select {
+		case r := <-results:
+			running--
+			if r.err == nil || ctx.Err() != nil || !cc.unreachable(r.err) {
+				return r.kt, r.err
+			}
+			last = r.err
+			if next < len(cands) {
+				askNext()
+			}
+		case <-hedge.C:
+			if next < len(cands) {
+				askNext()
+			}
+		}
+	}
+	return nil, last
+}
+
+// lookupAt asks addr for scope's topology. A broker that cannot tell now,
+// or does not answer within DialTimeout, is unreachable: the next is asked.
+func (cc *ClusterClient) lookupAt(ctx context.Context, scope wire.Scope, addr string) (*knownTopology, error) {
+	c, err := cc.connect(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	// A member that died keeps its connection until the idle timeout:
+	// asked there, the question would wait that long.
+	qctx, cancel := context.WithTimeout(ctx, cc.opts.DialTimeout)
+	top, err := c.ShardOwners(qctx, streamOf(scope))
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, &unreachableError{err}
+	}
+	if err != nil && !final(err) {
+		return nil, &unreachableError{err} // this broker cannot tell now: ask the next
+	}
+	return &knownTopology{top: top, err: err, from: addr}, nil
 }

@@ -120,9 +120,13 @@ type watchAnswer struct {
 	err         error
 }
 
-// idleTimeout is the ClusterClient's in these tests: the calls must return
-// long before it.
-const idleTimeout = 20 * time.Second
+// idleTimeout and dialTimeout are the ClusterClient's in these tests: the
+// calls must return long before either (a topology lookup waits up to
+// dialTimeout for a member's answer).
+const (
+	idleTimeout = 20 * time.Second
+	dialTimeout = 10 * time.Second
+)
 
 // newSilentOwner starts the setup, with a context that ends with t.
 func newSilentOwner(t *testing.T) (*silentOwnerSetup, context.Context) {
@@ -135,9 +139,17 @@ func newSilentOwner(t *testing.T) (*silentOwnerSetup, context.Context) {
 		t.Fatal(err)
 	}
 	s.owner, s.other = startProxy(t, s.b.Addr().String()), startProxy(t, s.b.Addr().String())
+	if s.other.addr() < s.owner.addr() {
+		// The ClusterClient asks the members it is connected to in
+		// address order: the owner first.
+		s.owner, s.other = s.other, s.owner
+	}
 	o := clusterOptions(t, cfg)
-	o.IdleTimeout, o.KeepAlive, o.DialTimeout = idleTimeout, 5*time.Second, time.Second
+	o.IdleTimeout, o.KeepAlive, o.DialTimeout = idleTimeout, 5*time.Second, dialTimeout
 	s.cc = dialCluster(t, []string{s.owner.addr(), s.other.addr()}, o)
+	// Runs before the ClusterClient closes: a client closing waits, up to
+	// its ctx, for a muted broker to finish its publish streams.
+	t.Cleanup(func() { s.owner.muted.Store(false) })
 	client.SetRouteHook(s.cc, func(addr string) error {
 		switch {
 		case addr == s.other.addr() && !s.arrived.Load():
@@ -218,6 +230,23 @@ func TestClusterClientLeavesSilentOwner(t *testing.T) {
 			t.Fatalf("batch b acknowledged at offset %d, want 1 (its first write, answered as a duplicate)", res.Offset)
 		}
 		expectLog(t, ctx, s, "a", "b")
+	})
+
+	t.Run("a lookup does not wait for the silent owner", func(t *testing.T) {
+		s, ctx := newSilentOwner(t)
+		s.publish(t, ctx, "before") // connects the owner: asked first
+		s.owner.muted.Store(true)
+		start := time.Now()
+		top, err := s.cc.ShardOwners(ctx, s.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := top.Owner(0); !ok || !o.Available {
+			t.Fatalf("shard 0's owner: %+v, %v", o, ok)
+		}
+		if took := time.Since(start); took >= dialTimeout/2 {
+			t.Fatalf("the lookup took %s; the silent owner was asked first and the dial timeout is %s", took, dialTimeout)
+		}
 	})
 
 	t.Run("an owner that answers is kept", func(t *testing.T) {
