@@ -38,7 +38,8 @@ const (
 // while the owner answers nothing, the ClusterClient asks the other
 // members every 50 ms who owns the shard, and when one names another
 // member it closes the connection to the silent one, failing its calls
-// with a *ConnectionLostError (hedge.go).
+// with a *ConnectionLostError (hedge.go). A lookup of the owners likewise
+// asks the next member when the one asked has not answered within 200 ms.
 //
 // What a routed call does with an error, by its retry class:
 //   - not_leader naming an owner (RetryRedirect): goes there, at most
