@@ -610,8 +610,7 @@ func (cc *ClusterClient) ShardOwners(ctx context.Context, s Stream) (Topology, e
 // when none is cached or the cached answer was a refusal. An idempotent
 // producer needs only the stream's shard count and routing from it, which
 // do not change; asked again for every batch, the lookup cost a round trip
-// each, and a whole DialTimeout each while a dead member's connection
-// still came first among the connected ones.
+// each, and more while a member that died was still asked first.
 func (cc *ClusterClient) knownOwners(ctx context.Context, s Stream) (Topology, error) {
 	cc.mu.Lock()
 	kt := cc.mu.topos[cc.scope(s)]
