@@ -86,7 +86,12 @@ type Options struct {
 	// IdleTimeout is how long the connection may go without a packet from
 	// the broker before the client gives it up as lost (30 s). With
 	// KeepAlive below it, an idle but healthy connection never gets there:
-	// this is how fast a dead broker or network is noticed.
+	// this is how fast a dead broker or network is noticed, give or take
+	// one KeepAlive: quic-go counts it from the first packet the client
+	// sent after the broker's last one (RFC 9000, 10.1), which is the
+	// keep-alive PING when the client had nothing left unacknowledged. A
+	// ClusterClient does not wait for it when another member names a new
+	// owner (see ClusterClient).
 	IdleTimeout time.Duration
 	// KeepAlive is how often the client pings an idle connection (5 s);
 	// it must be below IdleTimeout (it is capped at half of it).
@@ -241,7 +246,8 @@ type Client struct {
 	}
 
 	closed   atomic.Bool
-	lost     atomic.Bool // the connection ended by the broker or the network, not Close
+	lost     atomic.Bool  // the connection ended by the broker or the network, not Close
+	lostNano atomic.Int64 // when lost was set, in Unix nanoseconds
 	done     chan struct{}
 	wg       sync.WaitGroup
 	asyncErr atomic.Pointer[error]
@@ -468,8 +474,18 @@ func (c *Client) fail(err error) {
 		err = &ConnectionLostError{Cause: err}
 	}
 	c.setAsyncErr(err)
+	c.lostNano.Store(time.Now().UnixNano())
 	c.lost.Store(true)
 	c.shutdown()
+}
+
+// lostAt is when the connection was lost; otherwise (the client was
+// closed, not lost, or is open) the caller's otherwise.
+func (c *Client) lostAt(otherwise time.Time) time.Time {
+	if !c.lost.Load() {
+		return otherwise
+	}
+	return time.Unix(0, c.lostNano.Load())
 }
 
 func (c *Client) setAsyncErr(err error) {

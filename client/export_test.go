@@ -1,6 +1,10 @@
 package client
 
-import "github.com/getfelix/felix-go/wire"
+import (
+	"context"
+
+	"github.com/getfelix/felix-go/wire"
+)
 
 // SetInflightHook installs c's testHookInflight; call it before c's first
 // publish.
@@ -17,3 +21,15 @@ func SetRouteHook(cc *ClusterClient, h func(addr string) error) { cc.testHookRou
 
 // Dials counts cc's dial attempts.
 func Dials(cc *ClusterClient) int64 { return cc.dials.Load() }
+
+// SetWatchHook installs cc's testHookWatch: it sees every answer a watch
+// of overdue calls gets. Call it before cc's first call.
+func SetWatchHook(cc *ClusterClient, h func(from string, owner bool, err error, other string)) {
+	cc.testHookWatch = h
+}
+
+// Route makes call at the owner of s's shard 0 as a routed publish is made
+// (not retried when its outcome is unknown), hedged like one.
+func Route(ctx context.Context, cc *ClusterClient, s Stream, call func(*Client) error) error {
+	return cc.route(ctx, cc.scope(s), fixedShard(0), false, call)
+}

@@ -305,7 +305,7 @@ func (p *IdempotentProducer) clientLocked(ctx context.Context) (*Client, error) 
 // REQUIRES: p.mu is held.
 func (p *IdempotentProducer) shardLocked(ctx context.Context, s Stream, key []byte) (shardOf, error) {
 	if p.cc != nil {
-		top, err := p.cc.ShardOwners(ctx, s)
+		top, err := p.cc.knownOwners(ctx, s)
 		if err != nil {
 			return shardOf{}, err
 		}

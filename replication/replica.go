@@ -42,10 +42,15 @@ type Replica struct {
 // raft's settings for every group. The owner ticks every 100 ms.
 const (
 	// A follower that hears nothing from the leader for electionTicks to
-	// 2×electionTicks ticks (raft randomizes in between), 1 s to 2 s,
+	// 2×electionTicks ticks (raft randomizes in between), 0.5 s to 1 s,
 	// campaigns; the leader sends a heartbeat every tick, so a follower
-	// campaigns only after ten heartbeats in a row went missing.
-	electionTicks  = 10
+	// campaigns only after five heartbeats in a row went missing. Ten
+	// ticks (1–2 s) made a leader's death cost 1–2 s before a campaign,
+	// and up to a second more when the first pre-vote was refused by a
+	// follower still inside CheckQuorum's lease (until that one timed out
+	// too): failover's p99 near 2 s even with a client that leaves the
+	// dead leader at once (docs/BENCHMARKS.md, BenchmarkReplicatedFailover).
+	electionTicks  = 5
 	heartbeatTicks = 1
 	// maxSizePerMsg is 1 MiB of entries per append message: the most a
 	// shard appends at once, so one message carries a full append.
