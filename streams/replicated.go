@@ -86,7 +86,7 @@ type Applied struct {
 }
 
 // ReplicaTick is how often the shard ticks its replica: raft's election
-// timeout is ten ticks (replication's electionTicks).
+// timeout is five to ten ticks (replication's electionTicks, randomised).
 const ReplicaTick = 100 * time.Millisecond
 
 // maxPeerQueued bounds the raft messages from peers queued in a shard's
