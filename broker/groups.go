@@ -10,6 +10,7 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/groups"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
@@ -68,14 +69,8 @@ func (c *conn) checkGroup(scope wire.Scope, group string, action auth.Action) er
 }
 
 // groupStream returns the definition of a stream groups may use: it
-// exists (it is never created here) and is durable. A cluster member
-// refuses: nothing places a group's state shard with its data shard yet
-// (ARCHITECTURE.md, invariant 11), so it says so rather than fail later
-// with a not_leader for a stream the client never named.
+// exists (it is never created here) and is durable.
 func (c *conn) groupStream(ctx context.Context, scope wire.Scope) (streams.Def, error) {
-	if c.b.node.Load() != nil {
-		return streams.Def{}, wire.NewError(wire.CodeInvalidRequest, "consumer groups work on a single broker for now; this broker is a cluster member")
-	}
 	def, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
 	if err != nil {
 		return def, err
@@ -93,8 +88,8 @@ func (c *conn) groupRef(ctx context.Context, def streams.Def, group string, shar
 		return nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", def.Scope, def.Shards, shard)
 	}
 	key := groupKey{scope: def.Scope, group: group, shard: shard}
-	if v, ok := c.b.groupRefs.Load(key); ok && !v.(*groups.Ref).Mailbox.IsClosed() {
-		return v.(*groups.Ref), nil
+	if ref, ok := c.b.cachedGroup(key); ok {
+		return ref, nil
 	}
 	handles, err := c.groupHandles(ctx, def, shard)
 	if err != nil {
@@ -117,8 +112,35 @@ func (c *conn) groupRef(ctx context.Context, def streams.Def, group string, shar
 	if err != nil {
 		return nil, err
 	}
-	c.b.groupRefs.Store(key, ref)
+	c.b.groupRefs.Store(key, &groupEntry{ref: ref, live: handles.Live})
 	return ref, nil
+}
+
+// groupEntry is a group actor in the broker's cache, with what says
+// whether it may still serve (its Handles.Live).
+type groupEntry struct {
+	ref  *groups.Ref
+	live func() error
+}
+
+// cachedGroup returns the cached actor of key while it lives and may
+// serve; one that stopped is forgotten, one that may no longer serve (its
+// member was deposed) is stopped and forgotten, so the caller resolves
+// the group anew.
+func (b *Broker) cachedGroup(key groupKey) (*groups.Ref, bool) {
+	v, ok := b.groupRefs.Load(key)
+	if !ok {
+		return nil, false
+	}
+	e := v.(*groupEntry)
+	if !e.ref.Mailbox.IsClosed() {
+		if e.live == nil || e.live() == nil {
+			return e.ref, true
+		}
+		b.system.Root.Stop(e.ref.PID)
+	}
+	b.groupRefs.CompareAndDelete(key, v)
+	return nil, false
 }
 
 // groupConfig is a group actor's configuration.
@@ -157,23 +179,19 @@ func settleOpName(op service.SettleOp) string {
 	return wire.SettleDeadLetter
 }
 
-// groupHandles resolves the logs a group actor works with: the data
-// shard's, and the state shard's of the internal stream (made on first use
-// with the data stream's shards and routing).
+// groupHandles resolves the logs a group actor works with: the state
+// shard's of the internal stream (made on first use with the data
+// stream's shards, routing and replicas), and the data shard's. The state
+// shard comes first: where it is served decides where the group runs
+// (groupcluster.go).
 func (c *conn) groupHandles(ctx context.Context, def streams.Def, shard uint32) (groups.Handles, error) {
 	var h groups.Handles
-	dataRef, err := c.shard(ctx, def.Scope, shard)
-	if err != nil {
-		return h, err
-	}
-	if h.Data, err = dataRef.Log(ctx); err != nil {
-		return h, err
-	}
 	ss, err := stateScope(def.Scope)
 	if err != nil {
 		return h, err
 	}
-	if _, err := c.registryRequest(ctx, &streams.CreateStream{Def: streams.Def{Scope: ss, Shards: def.Shards, Routing: def.Routing, Durable: true}}); err != nil {
+	state := streams.Def{Scope: ss, Shards: def.Shards, Routing: def.Routing, Durable: true, Replicas: def.Replicas}
+	if _, err := c.registryRequest(ctx, &streams.CreateStream{Def: state}); err != nil {
 		return h, err
 	}
 	stateRef, err := c.shard(ctx, ss, shard)
@@ -183,8 +201,35 @@ func (c *conn) groupHandles(ctx context.Context, def streams.Def, shard uint32) 
 	if h.State, err = stateRef.Log(ctx); err != nil {
 		return h, err
 	}
-	h.Live = func() bool { return !dataRef.Mailbox.IsClosed() && !stateRef.Mailbox.IsClosed() }
+	var serving func() error
+	if state.Replicated() {
+		v, term, err := c.groupTerm(ctx, state, shard)
+		if err != nil {
+			return h, err
+		}
+		serving = c.b.groupLive(v, term, cluster.ShardKey{Scope: ss, Shard: shard}, state.Shards)
+	}
+	dataRef, err := c.shard(ctx, def.Scope, shard)
+	if err != nil {
+		return h, err
+	}
+	if h.Data, err = dataRef.Log(ctx); err != nil {
+		return h, err
+	}
+	h.Live = func() error {
+		if dataRef.Mailbox.IsClosed() || stateRef.Mailbox.IsClosed() {
+			return wire.NewError(wire.CodeShardUnavailable, "the shards of %s shard %d stopped (the stream was deleted, or a shard stopped); try again", def.Scope, shard)
+		}
+		if serving != nil {
+			return serving()
+		}
+		return nil
+	}
 	h.Write = func(rec []byte, done func(error)) error {
+		// A deposed actor writes nothing: its successor's state stands.
+		if err := h.Live(); err != nil {
+			return err
+		}
 		p := &streams.Publish{Payloads: [][]byte{rec}, Done: func(r streams.PublishResult) { done(r.Err) }}
 		switch stateRef.Mailbox.TryPost(p, groupStateWait) {
 		case actors.Posted, actors.PostedEvicting:
@@ -234,12 +279,8 @@ func post[T any](ctx context.Context, c *conn, scope wire.Scope, group string, s
 // a stream closes its log and a group actor whose log fails stops. Else it
 // resolves the stream and the actor again.
 func (c *conn) liveGroup(ctx context.Context, scope wire.Scope, group string, shard uint32) (*groups.Ref, error) {
-	key := groupKey{scope: scope, group: group, shard: shard}
-	if v, ok := c.b.groupRefs.Load(key); ok {
-		if !v.(*groups.Ref).Mailbox.IsClosed() {
-			return v.(*groups.Ref), nil
-		}
-		c.b.groupRefs.CompareAndDelete(key, v) // a stopped one is not kept
+	if ref, ok := c.b.cachedGroup(groupKey{scope: scope, group: group, shard: shard}); ok {
+		return ref, nil
 	}
 	def, err := c.groupStream(ctx, scope)
 	if err != nil {

@@ -103,6 +103,7 @@ func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inb
 	if sr.unregister, err = link.Register(sr.group, func(_ string, data []byte) { inbox.Deliver(data) }); err != nil {
 		return nil, err
 	}
+	sr.view = b.addReplicaView(key)
 	return sr, nil
 }
 
@@ -155,6 +156,8 @@ type shardReplica struct {
 	removed bool
 	// mover carries out the set's move when this replica leads.
 	mover replicaMover
+	// view shows the role outside the shard (consumer groups, groupcluster.go).
+	view *replicaView
 }
 
 var _ streams.Replica = (*shardReplica)(nil)
@@ -192,6 +195,7 @@ func (s *shardReplica) Tick() {
 		if st.State == raft.StateLeader {
 			s.mover.step(s, st)
 			s.leaveIfDraining(st)
+			s.followDataLeader(st)
 		}
 	}
 }
@@ -261,6 +265,7 @@ func (s *shardReplica) Ready(apply func(streams.Applied)) error {
 		}
 		// Readers may read up to here once the shard fans it out.
 		s.applied.Store(c.Base + uint64(len(c.Records)))
+		s.view.appliedTerm.Store(c.Term)
 		apply(a)
 	})
 	if err != nil {
@@ -303,6 +308,7 @@ func (s *shardReplica) send(msgs []raftpb.Message) {
 // shard's owner record so clients are routed here.
 func (s *shardReplica) observeRole() {
 	state, lead, term := s.r.Role()
+	s.view.observe(state == raft.StateLeader, lead, term)
 	if lead != s.leader {
 		from, _ := s.set.NodeOf(s.leader)
 		to, _ := s.set.NodeOf(lead)
@@ -345,6 +351,7 @@ func (s *shardReplica) Close() {
 	if s.unregister != nil {
 		s.unregister()
 	}
+	s.b.dropReplicaView(s.key, s.view)
 	s.b.replStatus.remove(s.key)
 }
 

@@ -146,6 +146,13 @@ func (n *Node) placeReplicaSets() {
 			if _, ok := n.state.replicaSets[key]; ok {
 				continue
 			}
+			if data, isState := GroupDataShard(key); isState {
+				// With its data shard's replicas (groups.go).
+				if set, ok := n.state.groupReplicaSet(data); ok {
+					todo, sets = append(todo, key), append(sets, set)
+				}
+				continue
+			}
 			if set, ok := planReplicaSet(key, def.Replicas, candidates); ok {
 				todo, sets = append(todo, key), append(sets, set)
 			}

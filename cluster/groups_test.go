@@ -1,0 +1,234 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/wire"
+)
+
+// Consumer groups on a replicated stream: the group is served by one
+// member (the leader of its state shard, which follows the data shard's
+// leader), others refuse with not_leader naming it, and when that member
+// stops the group goes on at the new leader from its committed state.
+
+// groupServer asks every member to describe the group and returns the one
+// that answers, checking that every other one refuses not_leader naming
+// it; "" while they do not agree yet (an election, a leadership moving).
+func groupServer(ctx context.Context, t *testing.T, members map[string]*broker.Broker, st client.Stream, group string) (string, client.GroupInfo) {
+	t.Helper()
+	server, named := "", map[string]string{}
+	var info client.GroupInfo
+	for id, b := range members {
+		c := dialInsecure(t, b.Addr().String())
+		got, err := c.DescribeGroup(ctx, st, group)
+		_ = c.Close(context.Background())
+		var we *wire.Error
+		switch {
+		case err == nil && server == "":
+			server, info = id, got
+		case err == nil:
+			return "", info // two answer: a leadership is moving
+		case errors.As(err, &we) && we.Code == wire.CodeNotLeader && we.Owner != nil:
+			named[id] = we.Owner.NodeID
+		default:
+			return "", info // electing, catching up
+		}
+	}
+	for id, n := range named {
+		if n != server {
+			t.Logf("member %s names %s; %s serves", id, n, server)
+			return "", info
+		}
+	}
+	return server, info
+}
+
+// waitGroupServer waits until one member serves the group, the others
+// route to it, and it is the data shard's owner (the state shard's
+// leadership followed the data shard's).
+func waitGroupServer(ctx context.Context, t *testing.T, cc *client.ClusterClient, members map[string]*broker.Broker, st client.Stream, group string) (string, client.GroupInfo) {
+	t.Helper()
+	for {
+		top, err := cc.ShardOwners(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, info := groupServer(ctx, t, members, st, group)
+		if server != "" && server == top.Owners[0].Owner.NodeID {
+			return server, info
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no member serves group %s at the data shard's leader %s (last: %q)", group, top.Owners[0].Owner.NodeID, server)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// deliveries counts each offset's hand-outs and acknowledgements.
+type deliveries struct {
+	mu    sync.Mutex
+	seen  map[uint64]int
+	acked map[uint64]bool
+	// changed is signalled on each acknowledgement (waitAcked).
+	changed chan struct{}
+}
+
+func (d *deliveries) saw(off uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seen[off]++
+}
+
+func (d *deliveries) ack(off uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.acked[off] = true
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitAcked waits until n records were handled.
+func (d *deliveries) waitAcked(ctx context.Context, t *testing.T, n int, what string) {
+	t.Helper()
+	for d.ackedCount() < n {
+		select {
+		case <-d.changed:
+		case <-ctx.Done():
+			t.Fatalf("%s: %d of %d records handled", what, d.ackedCount(), n)
+		}
+	}
+}
+
+func (d *deliveries) ackedCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.acked)
+}
+
+func TestGroupSurvivesItsLeader(t *testing.T) {
+	members, addrs := replicaCluster(t)
+	cc := dialClusterInsecure(t, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "jobs"}
+	createReplicated(ctx, t, cc, st)
+	publish := func(from, n int) {
+		if err := cc.PublishBatch(ctx, st, bytesOf(payloads(from, n)), client.PublishOptions{}); err != nil {
+			t.Fatalf("publish %d..%d: %v", from, from+n-1, err)
+		}
+	}
+	publish(0, 200)
+	if _, err := cc.CreateGroup(ctx, st, "workers", client.GroupStart{Kind: "earliest"}); err != nil {
+		t.Fatalf("create the group: %v", err)
+	}
+	// One member serves the group, the data shard's leader (the state
+	// shard's leadership followed it); the others say not_leader naming it.
+	leader, _ := waitGroupServer(ctx, t, cc, members, st, "workers")
+
+	// Acknowledge 0..99; claim 100..119 and hold them.
+	d := &deliveries{seen: map[uint64]int{}, acked: map[uint64]bool{}, changed: make(chan struct{}, 1)}
+	held := cc.Group(st, "workers", client.GroupOptions{Consumer: "held", Visibility: time.Minute})
+	defer held.Close()
+	for d.ackedCount() < 100 {
+		recs, err := held.Poll(ctx, 100-d.ackedCount(), time.Second)
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		for _, r := range recs {
+			d.saw(r.Offset)
+			d.ack(r.Offset)
+		}
+		if err := held.Ack(ctx, recs...); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+	}
+	inFlight, err := held.Poll(ctx, 20, time.Second)
+	if err != nil || len(inFlight) != 20 || inFlight[0].Offset != 100 {
+		t.Fatalf("claim 100..119: %d records, %v", len(inFlight), err)
+	}
+	for _, r := range inFlight {
+		d.saw(r.Offset)
+	}
+
+	// Still there; its describe writes the cursor: 100 is committed on a
+	// quorum when it answers.
+	if now, info := waitGroupServer(ctx, t, cc, members, st, "workers"); now != leader || info.Shards[0].Cursor != 100 || info.Shards[0].InFlight != 20 {
+		t.Fatalf("before the stop: served by %s (was %s), cursor %d, in flight %d; want 100 and 20", now, leader, info.Shards[0].Cursor, info.Shards[0].InFlight)
+	}
+
+	// A consumer runs through the leader's stop.
+	moved := make(chan struct{})
+	var afterMove sync.Map // offsets handed out after the stop
+	consumer := cc.Group(st, "workers", client.GroupOptions{Consumer: "runner", Visibility: time.Minute})
+	defer consumer.Close()
+	cctx, stopConsumer := context.WithCancel(ctx)
+	consumed := make(chan error, 1)
+	go func() {
+		consumed <- consumer.Consume(cctx, client.ConsumeOptions{Batch: 10, Wait: time.Second}, func(_ context.Context, r client.GroupRecord) error {
+			select {
+			case <-moved:
+				afterMove.Store(r.Offset, true)
+			default:
+			}
+			d.saw(r.Offset)
+			d.ack(r.Offset) // acknowledged once Consume's ack returns; counted as handled here
+			return nil
+		})
+	}()
+	d.waitAcked(ctx, t, 150, "before the stop") // mid-consumption
+	close(moved)
+	if err := members[leader].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	delete(members, leader)
+	publish(200, 100)
+	d.waitAcked(ctx, t, 300, "after "+leader+" stopped")
+	stopConsumer()
+	if err := <-consumed; err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+
+	// At least once: every record handled. Nothing below the cursor the
+	// old leader wrote came again; what it held in flight did.
+	for off := range uint64(300) {
+		if !d.acked[off] {
+			t.Errorf("record %d never handled", off)
+		}
+	}
+	afterMove.Range(func(k, _ any) bool {
+		if off := k.(uint64); off < 100 {
+			t.Errorf("record %d, acknowledged under the committed cursor, was handed out again after the move", off)
+		}
+		return true
+	})
+	for off := uint64(100); off < 120; off++ {
+		if _, ok := afterMove.Load(off); !ok {
+			t.Errorf("record %d, in flight at the old leader, was not handed out again", off)
+		}
+	}
+	now, info := waitGroupServer(ctx, t, cc, members, st, "workers")
+	if now == leader || info.Shards[0].Cursor != 300 {
+		t.Fatalf("after the move: served by %s (stopped: %s), cursor %d; want 300", now, leader, info.Shards[0].Cursor)
+	}
+	redelivered := 0
+	for _, n := range d.seen {
+		redelivered += n - 1
+	}
+	t.Logf("group moved from %s to %s; %d hand-outs beyond the first", leader, now, redelivered)
+}
+
+func bytesOf(ps []string) [][]byte {
+	out := make([][]byte, len(ps))
+	for i, p := range ps {
+		out[i] = []byte(p)
+	}
+	return out
+}
