@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -383,6 +384,33 @@ func (c *conn) manage(ctx context.Context, scope wire.Scope, group string) (stre
 	return c.groupStream(ctx, scope)
 }
 
+// manageShards is manage for a request about every shard, or about only
+// some (a cluster client asking each shard's member): the shards, in
+// order.
+func (c *conn) manageShards(ctx context.Context, scope wire.Scope, group string, only []uint32) (streams.Def, []uint32, error) {
+	def, err := c.manage(ctx, scope, group)
+	if err != nil {
+		return def, nil, err
+	}
+	if len(only) == 0 {
+		all := make([]uint32, def.Shards)
+		for i := range all {
+			all[i] = uint32(i)
+		}
+		return def, all, nil
+	}
+	if len(only) > int(def.Shards) {
+		return def, nil, wire.NewError(wire.CodeInvalidRequest, "only_shards names %d shards; stream %s has %d", len(only), scope, def.Shards)
+	}
+	out := slices.Clone(only)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if last := out[len(out)-1]; last >= def.Shards {
+		return def, nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", scope, def.Shards, last)
+	}
+	return def, out, nil
+}
+
 // CreateGroup implements service.Session.
 func (c *conn) CreateGroup(ctx context.Context, scope wire.Scope, group string, start service.GroupStart) (*service.GroupInfo, error) {
 	return c.placeGroup(ctx, scope, group, start, groups.OpCreate)
@@ -396,7 +424,7 @@ func (c *conn) SeekGroup(ctx context.Context, scope wire.Scope, group string, st
 // placeGroup creates or seeks a group on each shard start applies to: an
 // offset names one shard, the other starts every shard.
 func (c *conn) placeGroup(ctx context.Context, scope wire.Scope, group string, start service.GroupStart, op groups.AdminOp) (*service.GroupInfo, error) {
-	def, err := c.manage(ctx, scope, group)
+	def, shards, err := c.manageShards(ctx, scope, group, start.Only)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +432,7 @@ func (c *conn) placeGroup(ctx context.Context, scope wire.Scope, group string, s
 		return nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", scope, def.Shards, start.Shard)
 	}
 	info := &service.GroupInfo{Scope: scope, Group: group}
-	for shard := range def.Shards {
+	for _, shard := range shards {
 		var off uint64
 		if start.Kind == service.GroupStartOffset && shard != start.Shard {
 			if op == groups.OpSeek {
@@ -460,13 +488,13 @@ func (c *conn) startOffset(ctx context.Context, def streams.Def, shard uint32, s
 }
 
 // DescribeGroup implements service.Session.
-func (c *conn) DescribeGroup(ctx context.Context, scope wire.Scope, group string) (*service.GroupInfo, error) {
-	def, err := c.manage(ctx, scope, group)
+func (c *conn) DescribeGroup(ctx context.Context, scope wire.Scope, group string, only []uint32) (*service.GroupInfo, error) {
+	def, shards, err := c.manageShards(ctx, scope, group, only)
 	if err != nil {
 		return nil, err
 	}
 	info := &service.GroupInfo{Scope: scope, Group: group}
-	for shard := range def.Shards {
+	for _, shard := range shards {
 		res, err := c.admin(ctx, def, group, shard, &groups.Admin{Op: groups.OpDescribe})
 		if err != nil {
 			return nil, err
@@ -477,12 +505,12 @@ func (c *conn) DescribeGroup(ctx context.Context, scope wire.Scope, group string
 }
 
 // DeleteGroup implements service.Session.
-func (c *conn) DeleteGroup(ctx context.Context, scope wire.Scope, group string) error {
-	def, err := c.manage(ctx, scope, group)
+func (c *conn) DeleteGroup(ctx context.Context, scope wire.Scope, group string, only []uint32) error {
+	def, shards, err := c.manageShards(ctx, scope, group, only)
 	if err != nil {
 		return err
 	}
-	for shard := range def.Shards {
+	for _, shard := range shards {
 		if _, err := c.admin(ctx, def, group, shard, &groups.Admin{Op: groups.OpDelete}); err != nil {
 			return err
 		}

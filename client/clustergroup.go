@@ -70,27 +70,73 @@ func routeGroup[T any](ctx context.Context, cc *ClusterClient, s Stream, shard u
 	return out, err
 }
 
-// The administration calls, each at the member serving the shard it
-// concerns. Those about every shard (create, seek, describe, delete) go
-// to shard 0's member (an offset start's shard for create and seek): in a
-// cluster they succeed when that member serves every shard of the stream,
-// so for now a group on a stream of several shards placed on several
-// members is administered shard by shard only through its polls,
-// settlements and dead letters.
+// The administration calls about every shard (create, seek, describe,
+// delete) ask each shard's serving member for that shard alone
+// (only_shards), one after the other, and put the answers together; the
+// others go to the member serving the shard they name.
+
+// eachShard runs call for each of shards at its serving member and
+// gathers the shards' infos.
+func (cc *ClusterClient) eachShard(ctx context.Context, s Stream, shards []uint32, call func(c *Client, s Stream, only []uint32) (GroupInfo, error)) (GroupInfo, error) {
+	var out GroupInfo
+	for _, n := range shards {
+		info, err := routeGroup(ctx, cc, s, n, func(c *Client, s Stream) (GroupInfo, error) { return call(c, s, []uint32{n}) })
+		if err != nil {
+			return out, err
+		}
+		out.Group = info.Group
+		out.Shards = append(out.Shards, info.Shards...)
+	}
+	return out, nil
+}
+
+// shardsOf lists s's shards.
+func (cc *ClusterClient) shardsOf(ctx context.Context, s Stream) ([]uint32, error) {
+	top, err := cc.ShardOwners(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint32, top.Shards)
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out, nil
+}
+
+// placeGroup creates or seeks a group shard by shard (a seek to an offset
+// concerns its shard only).
+func (cc *ClusterClient) placeGroup(ctx context.Context, s Stream, name string, start GroupStart, seek bool) (GroupInfo, error) {
+	shards := []uint32{start.Shard}
+	if !seek || start.Kind != "offset" {
+		var err error
+		if shards, err = cc.shardsOf(ctx, s); err != nil {
+			return GroupInfo{}, err
+		}
+	}
+	return cc.eachShard(ctx, s, shards, func(c *Client, s Stream, only []uint32) (GroupInfo, error) {
+		return c.placeGroup(ctx, s, name, start, only, seek)
+	})
+}
 
 // CreateGroup is Client.CreateGroup in the cluster.
 func (cc *ClusterClient) CreateGroup(ctx context.Context, s Stream, name string, start GroupStart) (GroupInfo, error) {
-	return routeGroup(ctx, cc, s, start.Shard, func(c *Client, s Stream) (GroupInfo, error) { return c.CreateGroup(ctx, s, name, start) })
+	return cc.placeGroup(ctx, s, name, start, false)
 }
 
 // SeekGroup is Client.SeekGroup in the cluster.
 func (cc *ClusterClient) SeekGroup(ctx context.Context, s Stream, name string, start GroupStart) (GroupInfo, error) {
-	return routeGroup(ctx, cc, s, start.Shard, func(c *Client, s Stream) (GroupInfo, error) { return c.SeekGroup(ctx, s, name, start) })
+	return cc.placeGroup(ctx, s, name, start, true)
 }
 
 // DescribeGroup is Client.DescribeGroup in the cluster.
 func (cc *ClusterClient) DescribeGroup(ctx context.Context, s Stream, name string) (GroupInfo, error) {
-	return routeGroup(ctx, cc, s, 0, func(c *Client, s Stream) (GroupInfo, error) { return c.DescribeGroup(ctx, s, name) })
+	shards, err := cc.shardsOf(ctx, s)
+	if err != nil {
+		return GroupInfo{}, err
+	}
+	return cc.eachShard(ctx, s, shards, func(c *Client, s Stream, only []uint32) (GroupInfo, error) {
+		return c.describeGroup(ctx, s, name, only)
+	})
 }
 
 // ListGroups is Client.ListGroups in the cluster (shard 0's member reads
@@ -99,9 +145,16 @@ func (cc *ClusterClient) ListGroups(ctx context.Context, s Stream) ([]string, er
 	return routeGroup(ctx, cc, s, 0, func(c *Client, s Stream) ([]string, error) { return c.ListGroups(ctx, s) })
 }
 
-// DeleteGroup is Client.DeleteGroup in the cluster.
+// DeleteGroup is Client.DeleteGroup in the cluster: the group's part on
+// each shard in turn.
 func (cc *ClusterClient) DeleteGroup(ctx context.Context, s Stream, name string) error {
-	_, err := routeGroup(ctx, cc, s, 0, func(c *Client, s Stream) (struct{}, error) { return struct{}{}, c.DeleteGroup(ctx, s, name) })
+	shards, err := cc.shardsOf(ctx, s)
+	if err != nil {
+		return err
+	}
+	_, err = cc.eachShard(ctx, s, shards, func(c *Client, s Stream, only []uint32) (GroupInfo, error) {
+		return GroupInfo{}, c.deleteGroup(ctx, s, name, only)
+	})
 	return err
 }
 

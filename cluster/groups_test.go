@@ -232,3 +232,127 @@ func bytesOf(ps []string) [][]byte {
 	}
 	return out
 }
+
+// TestGroupsOnEveryShardsOwner: on an unreplicated durable stream of four
+// shards spread over three members, each shard's group is served by the
+// shard's owner (its state shard is placed there too): any other member
+// refuses not_leader naming it. The cluster client creates, consumes,
+// describes and deletes the group shard by shard, and deleting the stream
+// deletes its groups.
+func TestGroupsOnEveryShardsOwner(t *testing.T) {
+	etcd := embeddedEtcd(t)
+	members := map[string]*broker.Broker{}
+	var addrs []string
+	for _, id := range []string{"a", "b", "c"} {
+		members[id] = startMember(t, etcd, id)
+		addrs = append(addrs, members[id].Addr().String())
+	}
+	cc := dialClusterInsecure(t, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "spread"}
+	for {
+		_, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true, Shards: 4})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create the stream: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // the members are joining
+	}
+	want := map[string]bool{}
+	for _, p := range payloads(0, 40) {
+		if err := cc.Publish(ctx, st, []byte(p), client.PublishOptions{Key: []byte(p)}); err != nil {
+			t.Fatalf("publish %s: %v", p, err)
+		}
+		want[p] = true
+	}
+	if _, err := cc.CreateGroup(ctx, st, "workers", client.GroupStart{Kind: "earliest"}); err != nil {
+		t.Fatalf("create the group: %v", err)
+	}
+	top, err := cc.ShardOwners(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]bool{}
+	for n, o := range top.Owners {
+		owners[o.Owner.NodeID] = true
+		for id, b := range members {
+			if id == o.Owner.NodeID {
+				continue
+			}
+			g := dialInsecure(t, b.Addr().String()).Group(st, "workers", client.GroupOptions{Shard: uint32(n)})
+			_, err := g.Poll(ctx, 1, 0)
+			g.Close()
+			var we *wire.Error
+			if !errors.As(err, &we) || we.Code != wire.CodeNotLeader || we.Owner == nil || we.Owner.NodeID != o.Owner.NodeID {
+				t.Fatalf("member %s polled shard %d (owned by %s): %v; want not_leader naming the owner", id, n, o.Owner.NodeID, err)
+			}
+		}
+	}
+	if len(owners) < 2 {
+		t.Logf("the four shards are on %d member(s) only", len(owners))
+	}
+
+	got := map[string]bool{}
+	for n := range uint32(4) {
+		g := cc.Group(st, "workers", client.GroupOptions{Shard: n})
+		for {
+			recs, err := g.Poll(ctx, 100, 0)
+			if err != nil {
+				t.Fatalf("poll shard %d: %v", n, err)
+			}
+			if len(recs) == 0 {
+				break
+			}
+			for _, r := range recs {
+				got[string(r.Payload)] = true
+			}
+			if err := g.Ack(ctx, recs...); err != nil {
+				t.Fatalf("ack shard %d: %v", n, err)
+			}
+		}
+		g.Close()
+	}
+	if len(got) != len(want) {
+		t.Fatalf("consumed %d distinct records of %d", len(got), len(want))
+	}
+	info, err := cc.DescribeGroup(ctx, st, "workers")
+	if err != nil || len(info.Shards) != 4 {
+		t.Fatalf("describe: %+v, %v", info, err)
+	}
+	var cursors uint64
+	for _, s := range info.Shards {
+		cursors += s.Cursor
+		if s.Lag != 0 {
+			t.Errorf("shard %d: lag %d after everything was acked", s.Shard, s.Lag)
+		}
+	}
+	if cursors != 40 {
+		t.Errorf("the cursors sum to %d; want 40", cursors)
+	}
+	if names, err := cc.ListGroups(ctx, st); err != nil || len(names) != 1 || names[0] != "workers" {
+		t.Fatalf("groups: %q, %v", names, err)
+	}
+	if err := cc.DeleteGroup(ctx, st, "workers"); err != nil {
+		t.Fatalf("delete the group: %v", err)
+	}
+	if _, err := cc.DescribeGroup(ctx, st, "workers"); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("describe a deleted group: %v; want not_found", err)
+	}
+
+	// Deleting the stream deletes its groups' state: made again, it has none.
+	if _, err := cc.CreateGroup(ctx, st, "again", client.GroupStart{Kind: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.DeleteStream(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true, Shards: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := cc.ListGroups(ctx, st); err != nil || len(names) != 0 {
+		t.Fatalf("groups of the stream made again: %q, %v; want none", names, err)
+	}
+}

@@ -105,12 +105,13 @@ type Session interface {
 	// SeekGroup moves an existing group's cursor; claims in flight are
 	// dropped, dead letters kept.
 	SeekGroup(ctx context.Context, scope wire.Scope, group string, start GroupStart) (*GroupInfo, error)
-	// DescribeGroup reports a group's state on every shard.
-	DescribeGroup(ctx context.Context, scope wire.Scope, group string) (*GroupInfo, error)
+	// DescribeGroup reports a group's state on every shard (only those of
+	// only, when set).
+	DescribeGroup(ctx context.Context, scope wire.Scope, group string, only []uint32) (*GroupInfo, error)
 	// Groups lists a stream's groups.
 	Groups(ctx context.Context, scope wire.Scope) ([]string, error)
-	// DeleteGroup deletes a group.
-	DeleteGroup(ctx context.Context, scope wire.Scope, group string) error
+	// DeleteGroup deletes a group (its parts on only's shards, when set).
+	DeleteGroup(ctx context.Context, scope wire.Scope, group string, only []uint32) error
 	// PollGroup hands out records of one shard, waiting up to req.Wait for
 	// some.
 	PollGroup(ctx context.Context, req *GroupPoll) ([]GroupRecord, error)
