@@ -157,7 +157,11 @@ func (s *shardReplica) followDataLeader(st replication.Status) {
 	}
 	to, ok := s.set.Has(leader)
 	voters, _ := s.r.Membership()
-	if ok && to != st.ID && slices.Contains(voters, to) {
+	// Only to a replica heard from lately: raft drops proposals while a
+	// transfer is pending (up to an election timeout), so a transfer to a
+	// member that died, which the data replica here may still name, would
+	// only hold up the group's state writes.
+	if ok && to != st.ID && slices.Contains(voters, to) && s.heard(to, st.Active[to]) {
 		s.r.TransferLeadership(to)
 	}
 }
