@@ -452,7 +452,10 @@ func TestGroupRawBadInput(t *testing.T) {
 		want func(wire.Message) bool
 	}{
 		{[]uint32{3}, func(m wire.Message) bool { e, ok := m.(*wire.ErrorMsg); return ok && e.Code == wire.CodeNotFound }},
-		{[]uint32{0}, func(m wire.Message) bool { i, ok := m.(*wire.GroupInfo); return ok && len(i.Shards) == 1 && i.Shards[0].Shard == 0 }},
+		{[]uint32{0}, func(m wire.Message) bool {
+			i, ok := m.(*wire.GroupInfo)
+			return ok && len(i.Shards) == 1 && i.Shards[0].Shard == 0
+		}},
 	} {
 		if err := st.Send(&wire.GroupDescribe{RequestID: 9, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "workers", OnlyShards: c.only}); err != nil {
 			t.Fatal(err)
