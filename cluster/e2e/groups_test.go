@@ -17,6 +17,8 @@ type handled struct {
 	mu      sync.Mutex
 	offsets []uint64
 	seen    map[uint64]int
+	// changed is signalled on each hand-out (waitHandled).
+	changed chan struct{}
 }
 
 func (h *handled) add(off uint64) {
@@ -24,6 +26,10 @@ func (h *handled) add(off uint64) {
 	defer h.mu.Unlock()
 	h.offsets = append(h.offsets, off)
 	h.seen[off]++
+	select {
+	case h.changed <- struct{}{}:
+	default:
+	}
 }
 
 // mark is how many hand-outs there were so far.
@@ -50,7 +56,7 @@ func TestGroupLeaderKilled(t *testing.T) {
 	if _, err := r.cc.CreateGroup(r.ctx, replicatedStream, "workers", client.GroupStart{Kind: "earliest"}); err != nil {
 		t.Fatalf("create the group: %v", err)
 	}
-	h := &handled{seen: map[uint64]int{}}
+	h := &handled{seen: map[uint64]int{}, changed: make(chan struct{}, 1)}
 	g := r.cc.Group(replicatedStream, "workers", client.GroupOptions{Consumer: "e2e", Visibility: 30 * time.Second})
 	defer g.Close()
 	cctx, stopConsumer := context.WithCancel(r.ctx)
@@ -108,9 +114,10 @@ func TestGroupLeaderKilled(t *testing.T) {
 func waitHandled(ctx context.Context, t *testing.T, h *handled, n int, what string) {
 	t.Helper()
 	for h.distinct() < n {
-		if ctx.Err() != nil {
+		select {
+		case <-h.changed:
+		case <-ctx.Done():
 			t.Fatalf("%s: %d records handed out, want %d", what, h.distinct(), n)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -14,14 +14,7 @@ func TestGroupCLI(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	conn := []string{"--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "jobs"}
-	felix := func(args ...string) *proc {
-		t.Helper()
-		p := runFelix(t, opts{}, append(args, conn...)...)
-		if p.exitCode() != 0 {
-			t.Fatalf("felix %q: exit %d\nstdout: %s\nstderr: %s", args, p.exitCode(), p.stdout, p.stderr)
-		}
-		return p
-	}
+	felix := felixOK(t, conn)
 	felix("stream", "create", "--durable")
 	felix("pub", "a", "b", "c")
 	felix("group", "create", "--group", "workers", "--start", "earliest")
@@ -80,14 +73,7 @@ func TestGroupCLIBrokerList(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	conn := []string{"--broker", freeUDPAddr(t) + "," + b.addr, "--connect-timeout", "1s", "--ca", b.ca, "--token", b.token, "--stream", "listjobs"}
-	felix := func(args ...string) *proc {
-		t.Helper()
-		p := runFelix(t, opts{}, append(args, conn...)...)
-		if p.exitCode() != 0 {
-			t.Fatalf("felix %q: exit %d\nstdout: %s\nstderr: %s", args, p.exitCode(), p.stdout, p.stderr)
-		}
-		return p
-	}
+	felix := felixOK(t, conn)
 	felix("stream", "create", "--durable")
 	felix("pub", "a", "b")
 	felix("group", "create", "--group", "workers", "--start", "earliest")
@@ -102,5 +88,18 @@ func TestGroupCLIBrokerList(t *testing.T) {
 	}
 	if got := strings.TrimSpace(felix("group", "ls").stdout.String()); got != "workers" {
 		t.Fatalf("ls: %q", got)
+	}
+}
+
+// felixOK runs felix with args and conn, and fails the test unless it
+// exits 0.
+func felixOK(t *testing.T, conn []string) func(args ...string) *proc {
+	return func(args ...string) *proc {
+		t.Helper()
+		p := runFelix(t, opts{}, append(args, conn...)...)
+		if p.exitCode() != 0 {
+			t.Fatalf("felix %q: exit %d\nstdout: %s\nstderr: %s", args, p.exitCode(), p.stdout, p.stderr)
+		}
+		return p
 	}
 }
