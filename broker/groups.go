@@ -126,8 +126,9 @@ type groupEntry struct {
 
 // cachedGroup returns the cached actor of key while it lives and may
 // serve; one that stopped is forgotten, one that may no longer serve (its
-// member was deposed) is stopped and forgotten, so the caller resolves
-// the group anew.
+// member was deposed, perhaps to lead again in a later term) is stopped,
+// and waited for so that the supervisor does not hand it out again, and
+// forgotten: the caller resolves the group anew.
 func (b *Broker) cachedGroup(key groupKey) (*groups.Ref, bool) {
 	v, ok := b.groupRefs.Load(key)
 	if !ok {
@@ -138,7 +139,9 @@ func (b *Broker) cachedGroup(key groupKey) (*groups.Ref, bool) {
 		if e.live == nil || e.live() == nil {
 			return e.ref, true
 		}
-		b.system.Root.Stop(e.ref.PID)
+		// Quick: a deposed actor's stop writes nothing, so it waits for
+		// no write.
+		_ = b.system.Root.StopFuture(e.ref.PID).Wait()
 	}
 	b.groupRefs.CompareAndDelete(key, v)
 	return nil, false
