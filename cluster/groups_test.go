@@ -352,7 +352,17 @@ func TestGroupsOnEveryShardsOwner(t *testing.T) {
 	if _, err := cc.CreateStream(ctx, st, client.StreamConfig{Durable: true, Shards: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if names, err := cc.ListGroups(ctx, st); err != nil || len(names) != 0 {
-		t.Fatalf("groups of the stream made again: %q, %v; want none", names, err)
+	for {
+		names, err := cc.ListGroups(ctx, st)
+		if errors.Is(err, wire.ErrNotFound) && ctx.Err() == nil {
+			// The member asked has not seen the new definition yet (each
+			// learns it from its etcd watch).
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil || len(names) != 0 {
+			t.Fatalf("groups of the stream made again: %q, %v; want none", names, err)
+		}
+		break
 	}
 }
