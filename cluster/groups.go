@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"strings"
 
 	"github.com/getfelix/felix-go/wire"
@@ -18,8 +19,9 @@ import (
 //     members under the same raft ids), written once like any set; the
 //     broker moves the state group's raft leadership to the member leading
 //     the data shard (broker/groupcluster.go).
-// A replica move of the data shard does not move the state shard's
-// replica: the sets then differ until the state's replica is moved too.
+// A replica move of the data shard moves the state shard's replica the
+// same way (moveGroupState), so the sets stay alike; the state shard's
+// leader carries its move out as any leader does.
 
 // GroupDataShard is the data shard a consumer-group state shard goes with,
 // or false for any other shard.
@@ -64,4 +66,25 @@ func (s *state) groupReplicaSet(data ShardKey) (ReplicaSet, bool) {
 		out.Initial = append(out.Initial, m.ID)
 	}
 	return out, true
+}
+
+// moveGroupState starts, on the consumer groups' state shard of a data
+// shard whose replica moves, the same move. A state shard with no set
+// (no group was used) or one that cannot take the move (its set differs)
+// is left as it is, and logged: the move of the data replica stands.
+func (n *Node) moveGroupState(ctx context.Context, data ShardKey, from, to string) {
+	if _, isState := GroupDataShard(data); isState {
+		return
+	}
+	state := data
+	state.Scope.Stream = wire.GroupStreamPrefix + data.Scope.Stream
+	n.mu.RLock()
+	_, has := n.state.replicaSets[state]
+	n.mu.RUnlock()
+	if !has {
+		return
+	}
+	if err := n.updateSet(ctx, state, moveChange(n, state, from, to)); err != nil {
+		n.log.Warn().Err(err).Str("shard", state.String()).Msg("the consumer groups' state replica did not move with its data replica; move it by hand")
+	}
 }

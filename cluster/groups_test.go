@@ -3,12 +3,16 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/getfelix/felix-go/broker"
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -365,4 +369,83 @@ func TestGroupsOnEveryShardsOwner(t *testing.T) {
 		}
 		break
 	}
+}
+
+// TestGroupStateMovesWithItsReplica: moving the data shard's replica (the
+// leader's, so the group's server moves too) moves the groups' state
+// replica the same way: both sets end alike, and the group goes on at the
+// data shard's new leader from its committed cursor.
+func TestGroupStateMovesWithItsReplica(t *testing.T) {
+	members, addrs := replicaCluster(t, 4)
+	cc := dialClusterInsecure(t, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "moving"}
+	createReplicated(ctx, t, cc, st)
+	if err := cc.PublishBatch(ctx, st, bytesOf(payloads(0, 10)), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.CreateGroup(ctx, st, "workers", client.GroupStart{Kind: "earliest"}); err != nil {
+		t.Fatal(err)
+	}
+	g := cc.Group(st, "workers", client.GroupOptions{})
+	defer g.Close()
+	first, err := g.Poll(ctx, 5, time.Second)
+	if err != nil || len(first) != 5 {
+		t.Fatalf("poll: %d records, %v", len(first), err)
+	}
+	if err := g.Ack(ctx, first...); err != nil {
+		t.Fatal(err)
+	}
+	leader, info := waitGroupServer(ctx, t, cc, members, st, "workers")
+	if info.Shards[0].Cursor != 5 {
+		t.Fatalf("cursor %d before the move; want 5", info.Shards[0].Cursor)
+	}
+
+	dataPath := "/debug/cluster/replicas?stream=t/ns/moving&shard=0"
+	statePath := "/debug/cluster/replicas?stream=t/ns/" + wire.GroupStreamPrefix + "moving&shard=0"
+	var set cluster.ReplicaSet
+	if code := adminCall(t, members["a"], http.MethodGet, dataPath, &set); code != http.StatusOK {
+		t.Fatalf("GET replicas: %d", code)
+	}
+	spare := ""
+	for id := range members {
+		if _, in := set.Has(id); !in {
+			spare = id
+		}
+	}
+	move := fmt.Sprintf("/debug/cluster/move-replica?stream=t/ns/moving&shard=0&from=%s&to=%s", leader, spare)
+	if code := adminCall(t, members["a"], http.MethodPost, move, nil); code != http.StatusAccepted {
+		t.Fatalf("POST move-replica: %d", code)
+	}
+	moved := func(set cluster.ReplicaSet) bool {
+		_, stays := set.Has(leader)
+		_, came := set.Has(spare)
+		return set.Move == nil && !stays && came
+	}
+	data := waitSet(ctx, t, members, dataPath, moved)
+	state := waitSet(ctx, t, members, statePath, moved)
+	if !slices.Equal(data.Members, state.Members) {
+		t.Fatalf("after the move the data set is %+v, the state set %+v; want them alike", data.Members, state.Members)
+	}
+
+	now, _ := waitGroupServer(ctx, t, cc, members, st, "workers")
+	rest, err := g.Poll(ctx, 10, time.Second)
+	if err != nil || len(rest) != 5 || rest[0].Offset != 5 {
+		t.Fatalf("after the move to %s: %d records from %v, %v; want 5..9", now, len(rest), offsetsOf(rest), err)
+	}
+	if err := g.Ack(ctx, rest...); err != nil {
+		t.Fatal(err)
+	}
+	if _, info := waitGroupServer(ctx, t, cc, members, st, "workers"); info.Shards[0].Cursor != 10 {
+		t.Fatalf("cursor %d after the move; want 10", info.Shards[0].Cursor)
+	}
+}
+
+func offsetsOf(recs []client.GroupRecord) []uint64 {
+	out := make([]uint64, len(recs))
+	for i, r := range recs {
+		out[i] = r.Offset
+	}
+	return out
 }
