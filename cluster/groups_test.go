@@ -118,12 +118,7 @@ func (d *deliveries) ackedCount() int {
 }
 
 func TestGroupSurvivesItsLeader(t *testing.T) {
-	members, addrs := replicaCluster(t)
-	cc := dialClusterInsecure(t, addrs)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "jobs"}
-	createReplicated(ctx, t, cc, st)
+	members, cc, ctx, st := startReplicated(t, "jobs", 3)
 	publish := func(from, n int) {
 		if err := cc.PublishBatch(ctx, st, bytesOf(payloads(from, n)), client.PublishOptions{}); err != nil {
 			t.Fatalf("publish %d..%d: %v", from, from+n-1, err)
@@ -376,12 +371,7 @@ func TestGroupsOnEveryShardsOwner(t *testing.T) {
 // replica the same way: both sets end alike, and the group goes on at the
 // data shard's new leader from its committed cursor.
 func TestGroupStateMovesWithItsReplica(t *testing.T) {
-	members, addrs := replicaCluster(t, 4)
-	cc := dialClusterInsecure(t, addrs)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "moving"}
-	createReplicated(ctx, t, cc, st)
+	members, cc, ctx, st := startReplicated(t, "moving", 4)
 	if err := cc.PublishBatch(ctx, st, bytesOf(payloads(0, 10)), client.PublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -404,20 +394,7 @@ func TestGroupStateMovesWithItsReplica(t *testing.T) {
 
 	dataPath := "/debug/cluster/replicas?stream=t/ns/moving&shard=0"
 	statePath := "/debug/cluster/replicas?stream=t/ns/" + wire.GroupStreamPrefix + "moving&shard=0"
-	var set cluster.ReplicaSet
-	if code := adminCall(t, members["a"], http.MethodGet, dataPath, &set); code != http.StatusOK {
-		t.Fatalf("GET replicas: %d", code)
-	}
-	spare := ""
-	for id := range members {
-		if _, in := set.Has(id); !in {
-			spare = id
-		}
-	}
-	move := fmt.Sprintf("/debug/cluster/move-replica?stream=t/ns/moving&shard=0&from=%s&to=%s", leader, spare)
-	if code := adminCall(t, members["a"], http.MethodPost, move, nil); code != http.StatusAccepted {
-		t.Fatalf("POST move-replica: %d", code)
-	}
+	spare, _ := moveAway(t, members, "moving", leader)
 	moved := func(set cluster.ReplicaSet) bool {
 		_, stays := set.Has(leader)
 		_, came := set.Has(spare)
@@ -448,4 +425,38 @@ func offsetsOf(recs []client.GroupRecord) []uint64 {
 		out[i] = r.Offset
 	}
 	return out
+}
+
+// moveAway starts moving the replica on member from of shard 0 of t/ns/name
+// to a member outside the shard's set; it returns that member and the
+// move's admin path.
+func moveAway(t *testing.T, members map[string]*broker.Broker, name, from string) (spare, move string) {
+	t.Helper()
+	var set cluster.ReplicaSet
+	if code := adminCall(t, members["a"], http.MethodGet, "/debug/cluster/replicas?stream=t/ns/"+name+"&shard=0", &set); code != http.StatusOK {
+		t.Fatalf("GET replicas: %d", code)
+	}
+	for id := range members {
+		if _, in := set.Has(id); !in {
+			spare = id
+		}
+	}
+	move = fmt.Sprintf("/debug/cluster/move-replica?stream=t/ns/%s&shard=0&from=%s&to=%s", name, from, spare)
+	if code := adminCall(t, members["a"], http.MethodPost, move, nil); code != http.StatusAccepted {
+		t.Fatalf("POST move-replica: %d", code)
+	}
+	return spare, move
+}
+
+// startReplicated starts n members with peer links, a cluster client, a
+// minute for the test, and the replicated stream t/ns/name.
+func startReplicated(t *testing.T, name string, n int) (map[string]*broker.Broker, *client.ClusterClient, context.Context, client.Stream) {
+	t.Helper()
+	members, addrs := replicaCluster(t, n)
+	cc := dialClusterInsecure(t, addrs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	st := client.Stream{Tenant: "t", Namespace: "ns", Name: name}
+	createReplicated(ctx, t, cc, st)
+	return members, cc, ctx, st
 }

@@ -105,13 +105,7 @@ func TestActorStopsWhenIdle(t *testing.T) {
 			Scope: wire.Scope{Tenant: "t", Namespace: "n", Stream: "s"}, Group: "g", Limits: lim,
 			Handles: Handles{Data: newMemLog(5), State: state, Write: state.write},
 		}
-		var mb *actors.Mailbox
-		pid := sys.Root.Spawn(Props(cfg, 8, func(m *actors.Mailbox) { mb = m }))
-		create := &Admin{Op: OpCreate, Reply: make(chan AdminResult, 1)}
-		mb.TryPost(create, 0)
-		if res := <-create.Reply; res.Err != nil {
-			t.Fatal(res.Err)
-		}
+		pid, mb := spawnCreated(t, sys, cfg)
 		if claim {
 			p := &Poll{Max: 1, MaxBytes: 1 << 20, Visibility: time.Hour, Reply: make(chan PollResult, 1)}
 			mb.TryPost(p, 0)
@@ -161,13 +155,7 @@ func TestActorDeposed(t *testing.T) {
 			return state.write(rec, done)
 		}},
 	}
-	var mb *actors.Mailbox
-	pid := sys.Root.Spawn(Props(cfg, 8, func(m *actors.Mailbox) { mb = m }))
-	create := &Admin{Op: OpCreate, Reply: make(chan AdminResult, 1)}
-	mb.TryPost(create, 0)
-	if res := <-create.Reply; res.Err != nil {
-		t.Fatal(res.Err)
-	}
+	pid, mb := spawnCreated(t, sys, cfg)
 	p := &Poll{Max: 2, MaxBytes: 1 << 20, Visibility: time.Minute, Reply: make(chan PollResult, 1)}
 	mb.TryPost(p, 0)
 	if res := <-p.Reply; res.Err != nil || len(res.Records) != 2 {
@@ -212,4 +200,18 @@ func watchStop(sys *actor.ActorSystem, pid *actor.PID) <-chan struct{} {
 		}
 	}))
 	return stopped
+}
+
+// spawnCreated spawns a group actor of cfg (mailbox of 8) and creates its
+// group.
+func spawnCreated(t *testing.T, sys *actor.ActorSystem, cfg Config) (*actor.PID, *actors.Mailbox) {
+	t.Helper()
+	var mb *actors.Mailbox
+	pid := sys.Root.Spawn(Props(cfg, 8, func(m *actors.Mailbox) { mb = m }))
+	create := &Admin{Op: OpCreate, Reply: make(chan AdminResult, 1)}
+	mb.TryPost(create, 0)
+	if res := <-create.Reply; res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	return pid, mb
 }
