@@ -143,6 +143,7 @@ type shardReplica struct {
 	unregister func()
 	log        zerolog.Logger
 	b          *Broker
+	view       *replicaView // the role, for consumer groups (groupcluster.go)
 	// failed is the Ready error after which the replica takes nothing.
 	failed error
 	// claimed is the term this replica last claimed the shard's owner
@@ -156,8 +157,6 @@ type shardReplica struct {
 	removed bool
 	// mover carries out the set's move when this replica leads.
 	mover replicaMover
-	// view shows the role outside the shard (consumer groups, groupcluster.go).
-	view *replicaView
 }
 
 var _ streams.Replica = (*shardReplica)(nil)
@@ -348,10 +347,10 @@ func (s *shardReplica) notLeader(lead, term uint64) error {
 }
 
 func (s *shardReplica) Close() {
+	s.b.dropReplicaView(s.key, s.view)
 	if s.unregister != nil {
 		s.unregister()
 	}
-	s.b.dropReplicaView(s.key, s.view)
 	s.b.replStatus.remove(s.key)
 }
 
