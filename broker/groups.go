@@ -491,7 +491,12 @@ func (c *conn) startOffset(ctx context.Context, def streams.Def, shard uint32, s
 }
 
 // DescribeGroup implements service.Session.
-func (c *conn) DescribeGroup(ctx context.Context, scope wire.Scope, group string, only []uint32) (*service.GroupInfo, error) {
+func (c *conn) DescribeGroup(ctx context.Context, scope wire.Scope, group string) (*service.GroupInfo, error) {
+	return c.DescribeGroupOn(ctx, scope, group, nil)
+}
+
+// DescribeGroupOn implements service.Session.
+func (c *conn) DescribeGroupOn(ctx context.Context, scope wire.Scope, group string, only []uint32) (*service.GroupInfo, error) {
 	def, shards, err := c.manageShards(ctx, scope, group, only)
 	if err != nil {
 		return nil, err
@@ -508,7 +513,12 @@ func (c *conn) DescribeGroup(ctx context.Context, scope wire.Scope, group string
 }
 
 // DeleteGroup implements service.Session.
-func (c *conn) DeleteGroup(ctx context.Context, scope wire.Scope, group string, only []uint32) error {
+func (c *conn) DeleteGroup(ctx context.Context, scope wire.Scope, group string) error {
+	return c.DeleteGroupOn(ctx, scope, group, nil)
+}
+
+// DeleteGroupOn implements service.Session.
+func (c *conn) DeleteGroupOn(ctx context.Context, scope wire.Scope, group string, only []uint32) error {
 	def, shards, err := c.manageShards(ctx, scope, group, only)
 	if err != nil {
 		return err
