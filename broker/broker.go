@@ -78,6 +78,9 @@ type Broker struct {
 	commits commitWatches
 	// replStatus is the latest view of each replica this member runs.
 	replStatus replicaStatuses
+	// replicaViews is each replica's role, for consumer groups
+	// (cluster.ShardKey → *replicaView, groupcluster.go).
+	replicaViews sync.Map
 	// disk is the durable logs' file system under --chaos (chaosdisk.go).
 	disk chaosDisk
 	// uiRates counts fan-out for the streams a stream page watches (uirates.go).
@@ -104,7 +107,7 @@ type Broker struct {
 	// groups is the consumer groups' supervisor (groups.go).
 	groups       *actor.PID
 	groupMetrics *metrics.GroupMetrics
-	groupRefs    sync.Map // groupKey → *groups.Ref
+	groupRefs    sync.Map // groupKey → *groupEntry
 
 	metrics *metrics.Metrics
 	dir     *actors.Directory

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/groups"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
@@ -68,14 +70,8 @@ func (c *conn) checkGroup(scope wire.Scope, group string, action auth.Action) er
 }
 
 // groupStream returns the definition of a stream groups may use: it
-// exists (it is never created here) and is durable. A cluster member
-// refuses: nothing places a group's state shard with its data shard yet
-// (ARCHITECTURE.md, invariant 11), so it says so rather than fail later
-// with a not_leader for a stream the client never named.
+// exists (it is never created here) and is durable.
 func (c *conn) groupStream(ctx context.Context, scope wire.Scope) (streams.Def, error) {
-	if c.b.node.Load() != nil {
-		return streams.Def{}, wire.NewError(wire.CodeInvalidRequest, "consumer groups work on a single broker for now; this broker is a cluster member")
-	}
 	def, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
 	if err != nil {
 		return def, err
@@ -93,8 +89,8 @@ func (c *conn) groupRef(ctx context.Context, def streams.Def, group string, shar
 		return nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", def.Scope, def.Shards, shard)
 	}
 	key := groupKey{scope: def.Scope, group: group, shard: shard}
-	if v, ok := c.b.groupRefs.Load(key); ok && !v.(*groups.Ref).Mailbox.IsClosed() {
-		return v.(*groups.Ref), nil
+	if ref, ok := c.b.cachedGroup(key); ok {
+		return ref, nil
 	}
 	handles, err := c.groupHandles(ctx, def, shard)
 	if err != nil {
@@ -117,8 +113,38 @@ func (c *conn) groupRef(ctx context.Context, def streams.Def, group string, shar
 	if err != nil {
 		return nil, err
 	}
-	c.b.groupRefs.Store(key, ref)
+	c.b.groupRefs.Store(key, &groupEntry{ref: ref, live: handles.Live})
 	return ref, nil
+}
+
+// groupEntry is a group actor in the broker's cache, with what says
+// whether it may still serve (its Handles.Live).
+type groupEntry struct {
+	ref  *groups.Ref
+	live func() error
+}
+
+// cachedGroup returns the cached actor of key while it lives and may
+// serve; one that stopped is forgotten, one that may no longer serve (its
+// member was deposed, perhaps to lead again in a later term) is stopped,
+// and waited for so that the supervisor does not hand it out again, and
+// forgotten: the caller resolves the group anew.
+func (b *Broker) cachedGroup(key groupKey) (*groups.Ref, bool) {
+	v, ok := b.groupRefs.Load(key)
+	if !ok {
+		return nil, false
+	}
+	e := v.(*groupEntry)
+	if !e.ref.Mailbox.IsClosed() {
+		if e.live == nil || e.live() == nil {
+			return e.ref, true
+		}
+		// Quick: a deposed actor's stop writes nothing, so it waits for
+		// no write.
+		_ = b.system.Root.StopFuture(e.ref.PID).Wait()
+	}
+	b.groupRefs.CompareAndDelete(key, v)
+	return nil, false
 }
 
 // groupConfig is a group actor's configuration.
@@ -157,23 +183,19 @@ func settleOpName(op service.SettleOp) string {
 	return wire.SettleDeadLetter
 }
 
-// groupHandles resolves the logs a group actor works with: the data
-// shard's, and the state shard's of the internal stream (made on first use
-// with the data stream's shards and routing).
+// groupHandles resolves the logs a group actor works with: the state
+// shard's of the internal stream (made on first use with the data
+// stream's shards, routing and replicas), and the data shard's. The state
+// shard comes first: where it is served decides where the group runs
+// (groupcluster.go).
 func (c *conn) groupHandles(ctx context.Context, def streams.Def, shard uint32) (groups.Handles, error) {
 	var h groups.Handles
-	dataRef, err := c.shard(ctx, def.Scope, shard)
-	if err != nil {
-		return h, err
-	}
-	if h.Data, err = dataRef.Log(ctx); err != nil {
-		return h, err
-	}
 	ss, err := stateScope(def.Scope)
 	if err != nil {
 		return h, err
 	}
-	if _, err := c.registryRequest(ctx, &streams.CreateStream{Def: streams.Def{Scope: ss, Shards: def.Shards, Routing: def.Routing, Durable: true}}); err != nil {
+	state := streams.Def{Scope: ss, Shards: def.Shards, Routing: def.Routing, Durable: true, Replicas: def.Replicas}
+	if _, err := c.registryRequest(ctx, &streams.CreateStream{Def: state}); err != nil {
 		return h, err
 	}
 	stateRef, err := c.shard(ctx, ss, shard)
@@ -183,8 +205,35 @@ func (c *conn) groupHandles(ctx context.Context, def streams.Def, shard uint32) 
 	if h.State, err = stateRef.Log(ctx); err != nil {
 		return h, err
 	}
-	h.Live = func() bool { return !dataRef.Mailbox.IsClosed() && !stateRef.Mailbox.IsClosed() }
+	var serving func() error
+	if state.Replicated() {
+		v, term, err := c.groupTerm(ctx, state, shard)
+		if err != nil {
+			return h, err
+		}
+		serving = c.b.groupLive(v, term, cluster.ShardKey{Scope: ss, Shard: shard}, state.Shards)
+	}
+	dataRef, err := c.shard(ctx, def.Scope, shard)
+	if err != nil {
+		return h, err
+	}
+	if h.Data, err = dataRef.Log(ctx); err != nil {
+		return h, err
+	}
+	h.Live = func() error {
+		if dataRef.Mailbox.IsClosed() || stateRef.Mailbox.IsClosed() {
+			return wire.NewError(wire.CodeShardUnavailable, "the shards of %s shard %d stopped (the stream was deleted, or a shard stopped); try again", def.Scope, shard)
+		}
+		if serving != nil {
+			return serving()
+		}
+		return nil
+	}
 	h.Write = func(rec []byte, done func(error)) error {
+		// A deposed actor writes nothing: its successor's state stands.
+		if err := h.Live(); err != nil {
+			return err
+		}
 		p := &streams.Publish{Payloads: [][]byte{rec}, Done: func(r streams.PublishResult) { done(r.Err) }}
 		switch stateRef.Mailbox.TryPost(p, groupStateWait) {
 		case actors.Posted, actors.PostedEvicting:
@@ -234,12 +283,8 @@ func post[T any](ctx context.Context, c *conn, scope wire.Scope, group string, s
 // a stream closes its log and a group actor whose log fails stops. Else it
 // resolves the stream and the actor again.
 func (c *conn) liveGroup(ctx context.Context, scope wire.Scope, group string, shard uint32) (*groups.Ref, error) {
-	key := groupKey{scope: scope, group: group, shard: shard}
-	if v, ok := c.b.groupRefs.Load(key); ok {
-		if !v.(*groups.Ref).Mailbox.IsClosed() {
-			return v.(*groups.Ref), nil
-		}
-		c.b.groupRefs.CompareAndDelete(key, v) // a stopped one is not kept
+	if ref, ok := c.b.cachedGroup(groupKey{scope: scope, group: group, shard: shard}); ok {
+		return ref, nil
 	}
 	def, err := c.groupStream(ctx, scope)
 	if err != nil {
@@ -342,6 +387,33 @@ func (c *conn) manage(ctx context.Context, scope wire.Scope, group string) (stre
 	return c.groupStream(ctx, scope)
 }
 
+// manageShards is manage for a request about every shard, or about only
+// some (a cluster client asking each shard's member): the shards, in
+// order.
+func (c *conn) manageShards(ctx context.Context, scope wire.Scope, group string, only []uint32) (streams.Def, []uint32, error) {
+	def, err := c.manage(ctx, scope, group)
+	if err != nil {
+		return def, nil, err
+	}
+	if len(only) == 0 {
+		all := make([]uint32, def.Shards)
+		for i := range all {
+			all[i] = uint32(i)
+		}
+		return def, all, nil
+	}
+	if len(only) > int(def.Shards) {
+		return def, nil, wire.NewError(wire.CodeInvalidRequest, "only_shards names %d shards; stream %s has %d", len(only), scope, def.Shards)
+	}
+	out := slices.Clone(only)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if last := out[len(out)-1]; last >= def.Shards {
+		return def, nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", scope, def.Shards, last)
+	}
+	return def, out, nil
+}
+
 // CreateGroup implements service.Session.
 func (c *conn) CreateGroup(ctx context.Context, scope wire.Scope, group string, start service.GroupStart) (*service.GroupInfo, error) {
 	return c.placeGroup(ctx, scope, group, start, groups.OpCreate)
@@ -355,7 +427,7 @@ func (c *conn) SeekGroup(ctx context.Context, scope wire.Scope, group string, st
 // placeGroup creates or seeks a group on each shard start applies to: an
 // offset names one shard, the other starts every shard.
 func (c *conn) placeGroup(ctx context.Context, scope wire.Scope, group string, start service.GroupStart, op groups.AdminOp) (*service.GroupInfo, error) {
-	def, err := c.manage(ctx, scope, group)
+	def, shards, err := c.manageShards(ctx, scope, group, start.Only)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +435,7 @@ func (c *conn) placeGroup(ctx context.Context, scope wire.Scope, group string, s
 		return nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shard(s); there is no shard %d", scope, def.Shards, start.Shard)
 	}
 	info := &service.GroupInfo{Scope: scope, Group: group}
-	for shard := range def.Shards {
+	for _, shard := range shards {
 		var off uint64
 		if start.Kind == service.GroupStartOffset && shard != start.Shard {
 			if op == groups.OpSeek {
@@ -420,12 +492,17 @@ func (c *conn) startOffset(ctx context.Context, def streams.Def, shard uint32, s
 
 // DescribeGroup implements service.Session.
 func (c *conn) DescribeGroup(ctx context.Context, scope wire.Scope, group string) (*service.GroupInfo, error) {
-	def, err := c.manage(ctx, scope, group)
+	return c.DescribeGroupOn(ctx, scope, group, nil)
+}
+
+// DescribeGroupOn implements service.Session.
+func (c *conn) DescribeGroupOn(ctx context.Context, scope wire.Scope, group string, only []uint32) (*service.GroupInfo, error) {
+	def, shards, err := c.manageShards(ctx, scope, group, only)
 	if err != nil {
 		return nil, err
 	}
 	info := &service.GroupInfo{Scope: scope, Group: group}
-	for shard := range def.Shards {
+	for _, shard := range shards {
 		res, err := c.admin(ctx, def, group, shard, &groups.Admin{Op: groups.OpDescribe})
 		if err != nil {
 			return nil, err
@@ -437,11 +514,16 @@ func (c *conn) DescribeGroup(ctx context.Context, scope wire.Scope, group string
 
 // DeleteGroup implements service.Session.
 func (c *conn) DeleteGroup(ctx context.Context, scope wire.Scope, group string) error {
-	def, err := c.manage(ctx, scope, group)
+	return c.DeleteGroupOn(ctx, scope, group, nil)
+}
+
+// DeleteGroupOn implements service.Session.
+func (c *conn) DeleteGroupOn(ctx context.Context, scope wire.Scope, group string, only []uint32) error {
+	def, shards, err := c.manageShards(ctx, scope, group, only)
 	if err != nil {
 		return err
 	}
-	for shard := range def.Shards {
+	for _, shard := range shards {
 		if _, err := c.admin(ctx, def, group, shard, &groups.Admin{Op: groups.OpDelete}); err != nil {
 			return err
 		}

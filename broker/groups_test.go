@@ -433,6 +433,7 @@ func TestGroupRawBadInput(t *testing.T) {
 		&wire.GroupPoll{RequestID: 4, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "workers", MaxRecords: 1001},
 		&wire.GroupCreate{RequestID: 5, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "g", Start: "sideways"},
 		&wire.GroupPoll{RequestID: 6, Tenant: "default", Namespace: "default", Stream: wire.GroupStreamPrefix + "jobs", Group: "workers"},
+		&wire.GroupDescribe{RequestID: 8, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "workers", OnlyShards: []uint32{0, 0}},
 	} {
 		if err := st.Send(m); err != nil {
 			t.Fatal(err)
@@ -443,6 +444,24 @@ func TestGroupRawBadInput(t *testing.T) {
 		}
 		if e, ok := res.(*wire.ErrorMsg); !ok || e.Code != wire.CodeInvalidRequest {
 			t.Fatalf("%s answered %#v, want invalid_request", m.Type(), res)
+		}
+	}
+	// only_shards names shards of the stream, and limits the answer to them.
+	for _, c := range []struct {
+		only []uint32
+		want func(wire.Message) bool
+	}{
+		{[]uint32{3}, func(m wire.Message) bool { e, ok := m.(*wire.ErrorMsg); return ok && e.Code == wire.CodeNotFound }},
+		{[]uint32{0}, func(m wire.Message) bool {
+			i, ok := m.(*wire.GroupInfo)
+			return ok && len(i.Shards) == 1 && i.Shards[0].Shard == 0
+		}},
+	} {
+		if err := st.Send(&wire.GroupDescribe{RequestID: 9, Tenant: "default", Namespace: "default", Stream: "jobs", Group: "workers", OnlyShards: c.only}); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := st.ReadMessage(ctx); err != nil || !c.want(res) {
+			t.Fatalf("describe only_shards %v: %#v, %v", c.only, res, err)
 		}
 	}
 	// The stream still serves, and nothing was settled.

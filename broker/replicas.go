@@ -111,6 +111,7 @@ func (b *Broker) openReplica(def streams.Def, shard uint32, log streams.Log, inb
 	if sr.unregister, err = link.Register(sr.group, func(_ string, data []byte) { inbox.Deliver(data) }); err != nil {
 		return nil, err
 	}
+	sr.view = b.addReplicaView(key)
 	return sr, nil
 }
 
@@ -150,6 +151,7 @@ type shardReplica struct {
 	unregister func()
 	log        zerolog.Logger
 	b          *Broker
+	view       *replicaView // the role, for consumer groups (groupcluster.go)
 	// failed is the Ready error after which the replica takes nothing.
 	failed error
 	// claimed is the term this replica last claimed the shard's owner
@@ -206,6 +208,7 @@ func (s *shardReplica) Tick() {
 		if st.State == raft.StateLeader {
 			s.mover.step(s, st)
 			s.leaveIfDraining(st)
+			s.followDataLeader(st)
 		}
 	}
 }
@@ -292,6 +295,7 @@ func (s *shardReplica) Ready(apply func(streams.Applied)) error {
 		}
 		// Readers may read up to here once the shard fans it out.
 		s.applied.Store(c.Base + uint64(len(c.Records)))
+		s.view.appliedTerm.Store(c.Term)
 		apply(a)
 	})
 	if err != nil {
@@ -336,6 +340,7 @@ func (s *shardReplica) send(msgs []raftpb.Message) {
 // shard's owner record so clients are routed here.
 func (s *shardReplica) observeRole() {
 	state, lead, term := s.r.Role()
+	s.view.observe(state == raft.StateLeader, lead, term)
 	if lead != s.leader {
 		from, _ := s.set.NodeOf(s.leader)
 		to, _ := s.set.NodeOf(lead)
@@ -375,6 +380,7 @@ func (s *shardReplica) notLeader(lead, term uint64) error {
 }
 
 func (s *shardReplica) Close() {
+	s.b.dropReplicaView(s.key, s.view)
 	if s.unregister != nil {
 		s.unregister()
 	}

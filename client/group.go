@@ -37,7 +37,10 @@ type GroupOptions struct {
 // Group is one consumer of a group on one shard. Its methods may be called
 // from several goroutines; Close releases its streams.
 type Group struct {
-	c      *Client
+	c *Client
+	// cc, for a Group of a ClusterClient (clustergroup.go), routes each
+	// call to the member serving the group's shard; c is then nil.
+	cc     *ClusterClient
 	scope  wire.Scope
 	name   string
 	opts   GroupOptions
@@ -73,7 +76,7 @@ func (g *Group) poll(ctx context.Context, max int, wait, visibility time.Duratio
 	if max < 1 || max > wire.GroupMaxPollRecords || wait < 0 || wait.Milliseconds() > int64(^uint32(0)) {
 		return nil, wire.NewError(wire.CodeInvalidRequest, "poll 1 to %d records, waiting 0 to 2^32 ms (got %d, %s)", wire.GroupMaxPollRecords, max, wait)
 	}
-	res, err := g.poller.call(ctx, &wire.GroupPoll{
+	res, err := g.exchange(ctx, &g.poller, &wire.GroupPoll{
 		Tenant: g.scope.Tenant, Namespace: g.scope.Namespace, Stream: g.scope.Stream, Group: g.name, Shard: g.opts.Shard,
 		MaxRecords: uint32(max), WaitMS: uint32(wait.Milliseconds()), VisibilityMS: uint32(min(visibility.Milliseconds(), int64(^uint32(0)))),
 		Consumer: g.opts.Consumer,
@@ -151,7 +154,7 @@ func (g *Group) settleOp(ctx context.Context, m *wire.GroupSettle, recs []GroupR
 			m.Offsets[i], m.Attempts[i] = r.Offset, r.Attempts
 		}
 		recs = recs[n:]
-		res, err := g.settle.call(ctx, m)
+		res, err := g.exchange(ctx, &g.settle, m)
 		if err != nil {
 			return err
 		}
@@ -278,8 +281,19 @@ type rpcStream struct {
 }
 
 func (r *rpcStream) call(ctx context.Context, m wire.Message) (wire.Message, error) {
+	return r.callOn(ctx, nil, m)
+}
+
+// callOn is call on c's connection (nil: the stream's client); a stream
+// on another client's connection is dropped first (a ClusterGroup that
+// moved to another member).
+func (r *rpcStream) callOn(ctx context.Context, c *Client, m wire.Message) (wire.Message, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c != nil && c != r.c {
+		r.breakLocked()
+		r.c = c
+	}
 	if r.c.closed.Load() {
 		return nil, r.c.closedErr()
 	}

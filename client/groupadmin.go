@@ -33,34 +33,45 @@ type GroupInfo struct {
 // CreateGroup creates group name on s at start; one that exists is left
 // as it is.
 func (c *Client) CreateGroup(ctx context.Context, s Stream, name string, start GroupStart) (GroupInfo, error) {
-	m := c.groupCreate(s, name, start)
-	return c.groupInfo(c.request(ctx, m.RequestID, m))
+	return c.placeGroup(ctx, s, name, start, nil, false)
 }
 
 // SeekGroup moves an existing group's cursor: its claims in flight are
 // dropped, its dead letters kept.
 func (c *Client) SeekGroup(ctx context.Context, s Stream, name string, start GroupStart) (GroupInfo, error) {
-	m := (*wire.GroupSeek)(c.groupCreate(s, name, start))
-	return c.groupInfo(c.request(ctx, m.RequestID, m))
+	return c.placeGroup(ctx, s, name, start, nil, true)
 }
 
-func (c *Client) groupCreate(s Stream, name string, start GroupStart) *wire.GroupCreate {
+// placeGroup creates (or seeks) a group on every shard, or on only's.
+func (c *Client) placeGroup(ctx context.Context, s Stream, name string, start GroupStart, only []uint32, seek bool) (GroupInfo, error) {
 	scope := s.scope(c)
 	m := &wire.GroupCreate{
 		RequestID: c.nextReq.Add(1), Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream, Group: name,
-		Start: start.Kind, StartOffset: start.Offset, Shard: start.Shard,
+		Start: start.Kind, StartOffset: start.Offset, Shard: start.Shard, OnlyShards: only,
 	}
 	if !start.Time.IsZero() {
 		m.StartTimeMS = start.Time.UnixMilli()
 	}
-	return m
+	if seek {
+		return c.groupInfo(c.request(ctx, m.RequestID, (*wire.GroupSeek)(m)))
+	}
+	return c.groupInfo(c.request(ctx, m.RequestID, m))
 }
 
 // DescribeGroup reports a group's cursor, lag, claims and dead letters per shard.
 func (c *Client) DescribeGroup(ctx context.Context, s Stream, name string) (GroupInfo, error) {
+	return c.describeGroup(ctx, s, name, nil)
+}
+
+// describeGroup describes a group on every shard, or on only's.
+func (c *Client) describeGroup(ctx context.Context, s Stream, name string, only []uint32) (GroupInfo, error) {
+	m := c.groupDescribe(s, name, only)
+	return c.groupInfo(c.request(ctx, m.RequestID, m))
+}
+
+func (c *Client) groupDescribe(s Stream, name string, only []uint32) *wire.GroupDescribe {
 	scope := s.scope(c)
-	id := c.nextReq.Add(1)
-	return c.groupInfo(c.request(ctx, id, &wire.GroupDescribe{RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream, Group: name}))
+	return &wire.GroupDescribe{RequestID: c.nextReq.Add(1), Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream, Group: name, OnlyShards: only}
 }
 
 func (c *Client) groupInfo(res wire.Message, err error) (GroupInfo, error) {
@@ -91,9 +102,13 @@ func (c *Client) ListGroups(ctx context.Context, s Stream) ([]string, error) {
 
 // DeleteGroup deletes a group.
 func (c *Client) DeleteGroup(ctx context.Context, s Stream, name string) error {
-	scope := s.scope(c)
-	id := c.nextReq.Add(1)
-	_, err := c.request(ctx, id, &wire.GroupDelete{RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream, Group: name})
+	return c.deleteGroup(ctx, s, name, nil)
+}
+
+// deleteGroup deletes a group's parts on every shard, or on only's.
+func (c *Client) deleteGroup(ctx context.Context, s Stream, name string, only []uint32) error {
+	m := (*wire.GroupDelete)(c.groupDescribe(s, name, only))
+	_, err := c.request(ctx, m.RequestID, m)
 	return err
 }
 

@@ -91,6 +91,9 @@ func (s *state) placement(key ShardKey, durable bool, candidates []memberRecord)
 		m, live := s.members[home]
 		return assignment{key: key, target: m, durable: true, home: home}, live
 	}
+	if a, ok, isState := s.groupPlacement(key); isState {
+		return a, ok // with its data shard (groups.go)
+	}
 	t, ok := pick(key, candidates, "")
 	return assignment{key: key, target: t, durable: durable}, ok
 }

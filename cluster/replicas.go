@@ -146,6 +146,13 @@ func (n *Node) placeReplicaSets() {
 			if _, ok := n.state.replicaSets[key]; ok {
 				continue
 			}
+			if data, isState := GroupDataShard(key); isState {
+				// With its data shard's replicas (groups.go).
+				if set, ok := n.state.groupReplicaSet(data); ok {
+					todo, sets = append(todo, key), append(sets, set)
+				}
+				continue
+			}
 			if set, ok := planReplicaSet(key, def.Replicas, candidates); ok {
 				todo, sets = append(todo, key), append(sets, set)
 			}
@@ -295,7 +302,16 @@ var ErrMoveRefused = errors.New("cluster: replica move refused")
 // FinishMove writes the set without the move). One move per shard at a
 // time.
 func (n *Node) MoveReplica(ctx context.Context, key ShardKey, from, to string) error {
-	return n.updateSet(ctx, key, func(set *ReplicaSet) error {
+	if err := n.updateSet(ctx, key, moveChange(n, key, from, to)); err != nil {
+		return err
+	}
+	n.moveGroupState(ctx, key, from, to) // groups.go
+	return nil
+}
+
+// moveChange is MoveReplica's change to key's set.
+func moveChange(n *Node, key ShardKey, from, to string) func(*ReplicaSet) error {
+	return func(set *ReplicaSet) error {
 		rm, in := set.idOf(from)
 		switch {
 		case set.Move != nil:
@@ -320,7 +336,7 @@ func (n *Node) MoveReplica(ctx context.Context, key ShardKey, from, to string) e
 		}
 		set.Move = &ReplicaMove{Add: Replica{ID: next + 1, Node: to}, Remove: Replica{ID: rm, Node: from}}
 		return nil
-	})
+	}
 }
 
 // FinishMove writes key's replica set without its move once the group's

@@ -309,25 +309,12 @@ func TestMoveTheLeadersReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	leader := top.Owners[0].Owner.NodeID
-	var set cluster.ReplicaSet
 	path := "/debug/cluster/replicas?stream=t/ns/moving&shard=0"
-	if code := adminCall(t, members["a"], http.MethodGet, path, &set); code != http.StatusOK {
-		t.Fatalf("GET replicas: %d", code)
-	}
-	spare := ""
-	for id := range members {
-		if _, in := set.Has(id); !in {
-			spare = id
-		}
-	}
-	move := fmt.Sprintf("/debug/cluster/move-replica?stream=t/ns/moving&shard=0&from=%s&to=%s", leader, spare)
-	if code := adminCall(t, members["a"], http.MethodPost, move, nil); code != http.StatusAccepted {
-		t.Fatalf("POST move-replica: %d", code)
-	}
+	spare, move := moveAway(t, members, "moving", leader) // groups_test.go
 	if code := adminCall(t, members["a"], http.MethodPost, move, nil); code != http.StatusConflict {
 		t.Fatalf("a second move while one is under way: %d; want 409", code)
 	}
-	set = waitSet(ctx, t, members, path, func(set cluster.ReplicaSet) bool {
+	set := waitSet(ctx, t, members, path, func(set cluster.ReplicaSet) bool {
 		publish(1) // publishing goes on throughout
 		_, stays := set.Has(leader)
 		return set.Move == nil && !stays

@@ -105,10 +105,13 @@ type Handles struct {
 	// Write posts one state record to the state shard without waiting;
 	// done is called once, on any goroutine, when it is written or failed.
 	Write func(rec []byte, done func(error)) error
-	// Live reports whether both shards still serve with these logs; once
-	// false (the stream was deleted, a shard stopped), the actor answers
-	// shard_unavailable and stops, and the next request resolves anew.
-	Live func() bool
+	// Live says whether this actor may still serve: nil while both
+	// shards serve with these logs and (in a cluster) this member serves
+	// the group. Else the error a request gets (shard_unavailable when the
+	// stream was deleted or a shard stopped; not_leader naming the member
+	// that serves the group now); the actor then stops, and the next
+	// request resolves anew.
+	Live func() error
 }
 
 // Hooks count what the actor does (metrics); nil fields are skipped.
@@ -237,6 +240,12 @@ func (g *group) Receive(ctx actor.Context) {
 		g.usedAt = time.Now()
 		g.handleRequest(ctx, msg)
 	case *tick:
+		if g.cfg.Handles.Live != nil && g.cfg.Handles.Live() != nil {
+			// Deposed (or its shards went): parked polls are answered
+			// empty as it stops, and their next try finds the new place.
+			ctx.Stop(ctx.Self())
+			return
+		}
 		g.handleTick()
 		if g.idle(time.Now()) {
 			g.cfg.Log.Debug().Str("group", g.cfg.Group).Msg("group actor idle; stops (its state is in the state stream)")
@@ -259,12 +268,16 @@ func (g *group) Receive(ctx actor.Context) {
 	g.arm()
 }
 
-// live refuses a request when the logs are gone (Handles.Live).
+// live refuses a request when the actor may no longer serve (Handles.Live).
 func (g *group) live(msg any) bool {
-	if g.cfg.Handles.Live == nil || g.cfg.Handles.Live() {
+	if g.cfg.Handles.Live == nil {
 		return true
 	}
-	fail(msg, wire.NewError(wire.CodeShardUnavailable, "the shards of %s for group %s stopped (the stream was deleted, or a shard stopped); try again", g.cfg.Scope, g.cfg.Group))
+	err := g.cfg.Handles.Live()
+	if err == nil {
+		return true
+	}
+	fail(msg, err)
 	return false
 }
 
@@ -442,6 +455,11 @@ func (g *group) handleAdmin(ctx actor.Context, msg *Admin) {
 		// Nothing is left to serve: the next request makes a new actor,
 		// which replays the delete.
 		ctx.Stop(ctx.Self())
+	case OpDescribe:
+		// The cursor it reports is written when it answers: a caller
+		// (a test, an operator before a failover) learns what a
+		// successor would replay.
+		g.checkpoint(now)
 	case OpDeadLetters:
 		res.Dead = g.core.deadLetters(msg.From, msg.Max)
 	case OpRedrive:

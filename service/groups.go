@@ -39,6 +39,10 @@ type GroupStart struct {
 	Offset uint64
 	Shard  uint32
 	Time   time.Time
+	// Only, when set, limits the create or seek to these shards (a
+	// cluster client asks each shard's serving member for its own);
+	// empty: every shard.
+	Only []uint32
 }
 
 // GroupPoll asks one shard of a group for records.

@@ -107,10 +107,16 @@ type Session interface {
 	SeekGroup(ctx context.Context, scope wire.Scope, group string, start GroupStart) (*GroupInfo, error)
 	// DescribeGroup reports a group's state on every shard.
 	DescribeGroup(ctx context.Context, scope wire.Scope, group string) (*GroupInfo, error)
+	// DescribeGroupOn is DescribeGroup on only's shards (every shard when
+	// empty): a cluster client asks each shard's serving member for its own.
+	DescribeGroupOn(ctx context.Context, scope wire.Scope, group string, only []uint32) (*GroupInfo, error)
 	// Groups lists a stream's groups.
 	Groups(ctx context.Context, scope wire.Scope) ([]string, error)
 	// DeleteGroup deletes a group.
 	DeleteGroup(ctx context.Context, scope wire.Scope, group string) error
+	// DeleteGroupOn deletes a group's parts on only's shards (every shard
+	// when empty), as DescribeGroupOn.
+	DeleteGroupOn(ctx context.Context, scope wire.Scope, group string, only []uint32) error
 	// PollGroup hands out records of one shard, waiting up to req.Wait for
 	// some.
 	PollGroup(ctx context.Context, req *GroupPoll) ([]GroupRecord, error)

@@ -29,12 +29,12 @@ func handleGroup(ctx context.Context, r *responder, s service.Session, msg wire.
 		answer(r, m.RequestID, func() (wire.Message, error) { return placeGroup(ctx, s, (*wire.GroupCreate)(m), s.SeekGroup) })
 	case *wire.GroupDescribe:
 		answer(r, m.RequestID, func() (wire.Message, error) {
-			info, err := s.DescribeGroup(ctx, m.Scope(), m.Group)
+			info, err := s.DescribeGroupOn(ctx, m.Scope(), m.Group, m.OnlyShards)
 			return groupInfo(m.RequestID, info), err
 		})
 	case *wire.GroupDelete:
 		answer(r, m.RequestID, func() (wire.Message, error) {
-			return &wire.OK{RequestID: m.RequestID}, s.DeleteGroup(ctx, (*wire.GroupDescribe)(m).Scope(), m.Group)
+			return &wire.OK{RequestID: m.RequestID}, s.DeleteGroupOn(ctx, (*wire.GroupDescribe)(m).Scope(), m.Group, m.OnlyShards)
 		})
 	case *wire.GroupList:
 		answer(r, m.RequestID, func() (wire.Message, error) {
@@ -127,7 +127,7 @@ func settleGroup(ctx context.Context, s service.Session, m *wire.GroupSettle) (w
 
 // groupStart reads a create's or seek's start.
 func groupStart(m *wire.GroupCreate) (service.GroupStart, error) {
-	st := service.GroupStart{Offset: m.StartOffset, Shard: m.Shard, Time: time.UnixMilli(m.StartTimeMS)}
+	st := service.GroupStart{Offset: m.StartOffset, Shard: m.Shard, Time: time.UnixMilli(m.StartTimeMS), Only: m.OnlyShards}
 	switch m.Start {
 	case "", "latest":
 		st.Kind = service.GroupStartLatest

@@ -72,6 +72,10 @@ type GroupCreate struct {
 	StartOffset uint64 `msgpack:"start_offset,omitempty"`
 	StartTimeMS int64  `msgpack:"start_time_ms,omitempty"`
 	Shard       uint32 `msgpack:"shard,omitempty"`
+	// OnlyShards, when set, limits the request to these shards (a cluster
+	// client asks each shard's serving member for its own); empty: every
+	// shard.
+	OnlyShards []uint32 `msgpack:"only_shards,omitempty"`
 }
 
 // GroupSeek moves an existing group's cursor (its claims in flight are
@@ -86,6 +90,8 @@ type GroupDescribe struct {
 	Namespace string `msgpack:"namespace"`
 	Stream    string `msgpack:"stream"`
 	Group     string `msgpack:"group"`
+	// OnlyShards as GroupCreate's.
+	OnlyShards []uint32 `msgpack:"only_shards,omitempty"`
 }
 
 // GroupDelete deletes a group (answered by OK).

@@ -9,12 +9,13 @@ import (
 // seeds): one populated and one zero value of each group message.
 var groupMessages = []Message{
 	&GroupCreate{RequestID: 1, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g", Start: "offset", StartOffset: 9, StartTimeMS: 1700000000000, Shard: 2},
-	&GroupSeek{RequestID: 2, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g", Start: "earliest"},
+	&GroupSeek{RequestID: 2, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g", Start: "earliest", OnlyShards: []uint32{3}},
 	&GroupDescribe{RequestID: 3, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g"},
+	&GroupDescribe{RequestID: 3, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g", OnlyShards: []uint32{0, 2}},
 	&GroupInfo{RequestID: 3, Group: "g", Shards: []GroupShard{{Shard: 1, Cursor: 5, Committed: 9, Lag: 4, InFlight: 2, Owed: 1, DeadLetters: 1, Consumers: []string{"a"}, Redeliveries: 3, CreatedAtMS: 17, Next: 8}}},
 	&GroupList{RequestID: 4, Tenant: "t", Namespace: "ns", Stream: "s"},
 	&GroupNames{RequestID: 4, Groups: []string{"a", "b"}},
-	&GroupDelete{RequestID: 5, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g"},
+	&GroupDelete{RequestID: 5, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g", OnlyShards: []uint32{1}},
 	&GroupPoll{RequestID: 6, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g", Shard: 1, MaxRecords: 10, MaxBytes: 4096, WaitMS: 100, VisibilityMS: 3000, Consumer: "c1"},
 	&GroupRecords{RequestID: 6, Offsets: []uint64{1, 9}, TimesMS: []int64{2, 3}, Attempts: []uint32{3, 1}, Payloads: [][]byte{[]byte("x"), {}}},
 	&GroupSettle{RequestID: 7, Tenant: "t", Namespace: "ns", Stream: "s", Group: "g", Op: SettleNack, Offsets: []uint64{1}, Attempts: []uint32{2}, DelayMS: 5, VisibilityMS: 6},

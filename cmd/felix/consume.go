@@ -64,7 +64,7 @@ func (o *consumeOpts) run(ctx context.Context, args []string) error {
 	if o.consumer == "" {
 		o.consumer = "felix-" + strconv.Itoa(os.Getpid())
 	}
-	c, closeClient, err := o.conn.dialClosing(ctx)
+	c, closeClient, err := o.conn.dialGroups(ctx)
 	if err != nil {
 		return err
 	}

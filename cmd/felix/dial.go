@@ -36,7 +36,7 @@ type connOpts struct {
 
 func (o *connOpts) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.broker, "broker", "127.0.0.1:5000", "broker address, host:port; or a comma-separated list of a cluster's brokers: "+
-		"pub and sub send to each shard's owner, other commands use the first broker that answers")
+		"pub and sub send to each shard's owner, group and consume to the member serving the group's shard (following it when it moves), other commands use the first broker that answers")
 	fs.StringVar(&o.tenant, "tenant", "default", "tenant")
 	fs.StringVar(&o.namespace, "namespace", "default", "namespace")
 	fs.StringVar(&o.stream, "stream", "", "stream name (required)")

@@ -73,7 +73,7 @@ func (o *groupOpts) run(ctx context.Context, args []string) error {
 	if o.group == "" && verb != "ls" {
 		return usagef("--group is required")
 	}
-	c, closeClient, err := o.conn.dialClosing(ctx)
+	c, closeClient, err := o.conn.dialGroups(ctx)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (o *groupOpts) groupStart() (client.GroupStart, error) {
 	return start, nil
 }
 
-func (o *groupOpts) changeDead(ctx context.Context, c *client.Client, verb string) error {
+func (o *groupOpts) changeDead(ctx context.Context, c groupClient, verb string) error {
 	var offs []uint64
 	for _, s := range strings.Split(o.offsets, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -194,6 +194,35 @@ func (o *groupOpts) printInfo(info client.GroupInfo) error {
 			s.DeadLetters, s.Redeliveries, strings.Join(s.Consumers, ","))
 	}
 	return w.Flush()
+}
+
+// groupClient is what the group and consume commands ask of a broker:
+// a Client's calls, or a ClusterClient's, which go to the member serving
+// each group's shard and follow it when it moves.
+type groupClient interface {
+	CreateGroup(ctx context.Context, s client.Stream, name string, start client.GroupStart) (client.GroupInfo, error)
+	SeekGroup(ctx context.Context, s client.Stream, name string, start client.GroupStart) (client.GroupInfo, error)
+	DescribeGroup(ctx context.Context, s client.Stream, name string) (client.GroupInfo, error)
+	ListGroups(ctx context.Context, s client.Stream) ([]string, error)
+	DeleteGroup(ctx context.Context, s client.Stream, name string) error
+	DeadLetters(ctx context.Context, s client.Stream, name string, shard uint32, from uint64, limit int) ([]uint64, bool, error)
+	Redrive(ctx context.Context, s client.Stream, name string, shard uint32, offsets []uint64, all bool) (int, error)
+	DiscardDeadLetters(ctx context.Context, s client.Stream, name string, shard uint32, offsets []uint64, all bool) (int, error)
+	Group(s client.Stream, name string, opts client.GroupOptions) *client.Group
+}
+
+// dialGroups connects for the group and consume commands: with several
+// --broker addresses (a cluster), a ClusterClient; with one, a Client,
+// whose refusals come back at once rather than retried.
+func (o *connOpts) dialGroups(ctx context.Context) (groupClient, func(), error) {
+	if len(o.brokers()) == 1 {
+		return o.dialClosing(ctx)
+	}
+	cc, err := o.dialCluster(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cc, func() { closeCluster(cc) }, nil
 }
 
 // dialClosing dials, and returns with the client what closes it (within

@@ -14,14 +14,7 @@ func TestGroupCLI(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	conn := []string{"--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "jobs"}
-	felix := func(args ...string) *proc {
-		t.Helper()
-		p := runFelix(t, opts{}, append(args, conn...)...)
-		if p.exitCode() != 0 {
-			t.Fatalf("felix %q: exit %d\nstdout: %s\nstderr: %s", args, p.exitCode(), p.stdout, p.stderr)
-		}
-		return p
-	}
+	felix := felixOK(t, conn)
 	felix("stream", "create", "--durable")
 	felix("pub", "a", "b", "c")
 	felix("group", "create", "--group", "workers", "--start", "earliest")
@@ -70,5 +63,43 @@ func TestGroupCLI(t *testing.T) {
 	felix("group", "rm", "--group", "workers")
 	if p := runFelix(t, opts{}, append([]string{"group", "describe", "--group", "workers"}, conn...)...); p.exitCode() == 0 || !strings.Contains(p.stderr.String(), "not_found") {
 		t.Fatalf("describe a deleted group: exit %d, %s", p.exitCode(), p.stderr)
+	}
+}
+
+// TestGroupCLIBrokerList: with several --broker addresses, group and
+// consume go through the cluster client (a dead address in the list is
+// skipped), and consume still settles what it prints.
+func TestGroupCLIBrokerList(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	conn := []string{"--broker", freeUDPAddr(t) + "," + b.addr, "--connect-timeout", "1s", "--ca", b.ca, "--token", b.token, "--stream", "listjobs"}
+	felix := felixOK(t, conn)
+	felix("stream", "create", "--durable")
+	felix("pub", "a", "b")
+	felix("group", "create", "--group", "workers", "--start", "earliest")
+	if out := felix("consume", "--group", "workers", "--count", "2").stdout.String(); out != "a\nb\n" {
+		t.Fatalf("consume printed %q", out)
+	}
+	var info struct {
+		Shards []struct{ Cursor uint64 }
+	}
+	if err := json.Unmarshal([]byte(felix("group", "describe", "--group", "workers", "--json").stdout.String()), &info); err != nil || info.Shards[0].Cursor != 2 {
+		t.Fatalf("describe: %+v, %v", info, err)
+	}
+	if got := strings.TrimSpace(felix("group", "ls").stdout.String()); got != "workers" {
+		t.Fatalf("ls: %q", got)
+	}
+}
+
+// felixOK runs felix with args and conn, and fails the test unless it
+// exits 0.
+func felixOK(t *testing.T, conn []string) func(args ...string) *proc {
+	return func(args ...string) *proc {
+		t.Helper()
+		p := runFelix(t, opts{}, append(args, conn...)...)
+		if p.exitCode() != 0 {
+			t.Fatalf("felix %q: exit %d\nstdout: %s\nstderr: %s", args, p.exitCode(), p.stdout, p.stderr)
+		}
+		return p
 	}
 }
