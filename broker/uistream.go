@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -274,13 +275,11 @@ func shardOffsets(ctx context.Context, c *conn, scope wire.Scope, sv *ShardView)
 }
 
 // groupViews describes the stream's consumer groups through the group
-// admin calls. Groups exist on durable streams of a single broker only.
+// admin calls. Groups exist on durable streams only. In a cluster each
+// shard's group is described by the member serving it: this page shows
+// the shards served here and names the member of each other one.
 func (b *Broker) groupViews(ctx context.Context, c *conn, v *StreamView) {
-	switch {
-	case !v.Durable:
-		return
-	case v.Node != "":
-		v.GroupsNote = "consumer groups work on a single broker for now"
+	if !v.Durable {
 		return
 	}
 	scope := wire.Scope{Tenant: v.Tenant, Namespace: v.Namespace, Stream: v.Name}
@@ -299,18 +298,44 @@ func (b *Broker) groupViews(ctx context.Context, c *conn, v *StreamView) {
 		}
 		gv := GroupView{Group: name, Shards: []GroupShardView{}}
 		if v.Shards <= maxViewShards {
-			info, err := c.DescribeGroup(ctx, scope, name)
-			if err != nil {
-				gv.Error = err.Error()
-			} else {
-				for _, s := range info.Shards {
-					gv.Shards = append(gv.Shards, GroupShardView{
-						Shard: s.Shard, Cursor: s.Cursor, Next: s.Next, Committed: s.Committed, Lag: s.Lag,
-						InFlight: s.InFlight, DeadLetters: s.DeadLetters, Consumers: append([]string{}, s.Consumers...),
-					})
-				}
-			}
+			describeGroup(ctx, c, scope, v, &gv)
 		}
 		v.Groups = append(v.Groups, gv)
+	}
+}
+
+// describeGroup fills gv with the group's state on every shard, or, on a
+// cluster member, shard by shard on the shards served here, with the
+// others' serving members in gv.Error.
+func describeGroup(ctx context.Context, c *conn, scope wire.Scope, v *StreamView, gv *GroupView) {
+	var only [][]uint32
+	if v.Node == "" {
+		only = [][]uint32{nil}
+	} else {
+		for s := range v.Shards {
+			only = append(only, []uint32{s})
+		}
+	}
+	var elsewhere []string
+	for _, shards := range only {
+		info, err := c.DescribeGroupOn(ctx, scope, gv.Group, shards)
+		var we *wire.Error
+		switch {
+		case err != nil && v.Node != "" && errors.As(err, &we) && we.Owner != nil:
+			elsewhere = append(elsewhere, fmt.Sprintf("%d on %s", shards[0], we.Owner.NodeID))
+			continue
+		case err != nil:
+			gv.Error = err.Error()
+			return
+		}
+		for _, s := range info.Shards {
+			gv.Shards = append(gv.Shards, GroupShardView{
+				Shard: s.Shard, Cursor: s.Cursor, Next: s.Next, Committed: s.Committed, Lag: s.Lag,
+				InFlight: s.InFlight, DeadLetters: s.DeadLetters, Consumers: append([]string{}, s.Consumers...),
+			})
+		}
+	}
+	if len(elsewhere) > 0 {
+		gv.Error = "served by other members (shard on member): " + strings.Join(elsewhere, ", ")
 	}
 }
