@@ -67,6 +67,14 @@ func TestMembersRouteByOwner(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st := client.Stream{Tenant: "t", Namespace: "ns", Name: "s"}
+	// Placement spreads over the members a sees live: a stream created
+	// before a saw b would be placed on a alone.
+	for brokertest.Value(t, members["a"], "felix_node_count") != 2 {
+		if ctx.Err() != nil {
+			t.Fatal("member a never saw b join")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	var err error
 	for {
 		// Until the member has joined it refuses, shard_unavailable not_ready.

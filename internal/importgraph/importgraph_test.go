@@ -96,6 +96,8 @@ var layers = []struct {
 		"the Felix side of compare.sh's consumer group row: a client of a broker it does not start"},
 	{"bench/soak", []string{"client", "internal/quicconf", "wire"},
 		"the soak benchmark runs felix as a child process and drives it from outside: the client, and raw QUIC speaking wire frames for its hostile clients"},
+	{"broker/ui/browsertest", nil,
+		"the browser tests' chromedp helpers drive a page in Chromium; they know nothing of Felix's packages"},
 	{"internal/importgraph", nil,
 		"this test's package has no code"},
 }
