@@ -57,6 +57,10 @@ type Server struct {
 	cfg     Config
 	backend service.Service
 	ln      *quic.Listener
+	// tr owns the UDP socket: closing it waits until quic-go stopped
+	// reading from it, which closing the listener alone does not (a
+	// closed connection keeps the socket a while, for retransmissions).
+	tr *quic.Transport
 
 	nextConn atomic.Uint64
 	wg       sync.WaitGroup // one per connection goroutine and the accept loop
@@ -69,11 +73,20 @@ type Server struct {
 
 // Listen binds addr and starts accepting. The returned server is serving.
 func Listen(addr string, tlsConf *tls.Config, cfg Config, backend service.Service) (*Server, error) {
-	ln, err := quic.ListenAddr(addr, tlsConf, quicconf.ServerQUICConfig())
+	udpAddr, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen %s: %w", addr, err)
 	}
-	s := &Server{cfg: cfg, backend: backend, ln: ln}
+	udp, err := net.ListenUDP("udp", udpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen %s: %w", addr, err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ln, err := tr.Listen(tlsConf, quicconf.ServerQUICConfig())
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("transport: listen %s: %w", addr, err), tr.Close(), udp.Close())
+	}
+	s := &Server{cfg: cfg, backend: backend, ln: ln, tr: tr}
 	s.mu.conns = make(map[*quic.Conn]struct{})
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -156,5 +169,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if errors.Is(err, quic.ErrServerClosed) {
 		err = nil
 	}
-	return err
+	// The Transport does not close a socket it was given; it stops
+	// reading from it, and waits for that.
+	return errors.Join(err, s.tr.Close(), s.tr.Conn.Close())
 }
