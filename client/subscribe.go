@@ -9,6 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -211,6 +212,7 @@ func (s *Subscription) read() {
 			}
 			return
 		}
+		probe.Mark(probe.ClientRead)
 		base, events, err := wire.DecodeEventBatchFlags(h.Flags, payload)
 		if err != nil {
 			s.finish(fmt.Errorf("%w: %v", ErrProtocol, err))
@@ -222,6 +224,7 @@ func (s *Subscription) read() {
 			// The common case first: room in the buffer. A send with a
 			// default locks one channel; the select below locks three, and
 			// it showed in profiles of the read path (issue #17).
+			probe.Mark(probe.ClientQueued)
 			select {
 			case s.events <- ev:
 				continue

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/internal/probe"
 )
 
 // Deliver carries one subscription's coalesced event frames toward its
@@ -114,6 +115,7 @@ func (l *lane) Receive(ctx actor.Context) {
 }
 
 func (l *lane) handleDeliver(d *Deliver) {
+	probe.Mark(probe.LaneReceive)
 	// The connection writer never blocks in Receive (its writes run on their
 	// own goroutines), so this wait is short; it is Block so a burst is not lost.
 	if !d.Writer.Mailbox.TryPost(d, -1).Accepted() {

@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -211,6 +212,7 @@ func (w *connWriter) handleRegister(ctx actor.Context, msg *Register) {
 }
 
 func (w *connWriter) handleDeliver(ctx actor.Context, d *Deliver) {
+	probe.Mark(probe.WriterReceive)
 	s, ok := w.subs[d.SubscriptionID]
 	if !ok || s.failed || s.closing {
 		// A batch that arrives after its subscription began to end (for a
@@ -338,6 +340,7 @@ const maxCoalesce = 256 << 10
 func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 	var scratch []byte
 	for req := range s.reqs {
+		probe.Mark(probe.WriteStart)
 		frames := req.frames
 		var n int64
 		for _, f := range frames {
@@ -357,6 +360,7 @@ func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 			}
 			_, err = s.stream.Write(scratch)
 		}
+		probe.Mark(probe.WriteDone)
 		root.Send(self, &writeDone{id: s.id, bytes: n, credit: req.credit, held: req.held, records: req.records, err: err})
 	}
 	// A failing close means the connection is going away; nobody is left to tell.

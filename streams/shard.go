@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -296,6 +297,7 @@ func (s *shard) handleRestarting() {
 // handlePublish runs a publish through its steps; each step answers the
 // publish itself when it ends it early.
 func (s *shard) handlePublish(p *Publish) {
+	probe.Mark(probe.ShardReceive)
 	s.used()
 	pe := s.ledger.accept(p)
 	if s.repl != nil {
