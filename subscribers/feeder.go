@@ -556,7 +556,12 @@ func (f *feeder) flush() {
 	if len(f.pending) == 0 {
 		return
 	}
-	d := &lanes.Deliver{
+	// A recycled Deliver (the writer puts them back) takes the pending
+	// frames, and its empty frame slice becomes the next pending one: a
+	// delivered batch allocates neither.
+	d := lanes.NewDeliver()
+	spare := d.Frames
+	*d = lanes.Deliver{
 		SubscriptionID: f.cfg.SubscriptionID,
 		Frames:         f.pending,
 		Bytes:          f.pendingBytes,
@@ -574,7 +579,7 @@ func (f *feeder) flush() {
 	if f.busy {
 		f.flushedAt = f.cfg.now() // read only when busy: a lone batch needs no clock
 	}
-	f.pending, f.pendingBytes, f.records, f.pendingHeld = nil, 0, 0, 0
+	f.pending, f.pendingBytes, f.records, f.pendingHeld = spare, 0, 0, 0
 	if !f.egress.TryTake(d.Bytes) {
 		f.out = d
 		f.hold(true)
