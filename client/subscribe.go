@@ -196,6 +196,10 @@ func (s *Subscription) read() {
 	defer s.c.wg.Done()
 	defer close(s.events)
 	fr := wire.NewFrameReader(s.stream, 16<<20)
+	// scratch is the last batch's event slice, reused for the next: the
+	// Events sent on carry their own slice headers. Payloads still alias
+	// each frame's fresh buffer, which the receiver owns.
+	var scratch [][]byte
 	for {
 		h, payload, err := fr.Next()
 		if err != nil {
@@ -213,7 +217,7 @@ func (s *Subscription) read() {
 			return
 		}
 		probe.Mark(probe.ClientRead)
-		base, events, err := wire.DecodeEventBatchFlags(h.Flags, payload)
+		base, events, err := wire.DecodeEventBatchInto(scratch, h.Flags, payload)
 		if err != nil {
 			s.finish(fmt.Errorf("%w: %v", ErrProtocol, err))
 			return
@@ -240,8 +244,16 @@ func (s *Subscription) read() {
 				return
 			}
 		}
+		if cap(events) <= maxScratchEvents {
+			clear(events) // nothing keeps the frame alive through scratch
+			scratch = events[:0]
+		}
 	}
 }
+
+// maxScratchEvents bounds the event slice a subscription keeps between
+// batches: a rare huge batch is not held on to.
+const maxScratchEvents = 4096
 
 func (s *Subscription) finish(err error) {
 	var se *quic.StreamError
