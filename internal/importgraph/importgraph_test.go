@@ -98,8 +98,8 @@ var layers = []struct {
 		"the soak benchmark runs felix as a child process and drives it from outside: the client, and raw QUIC speaking wire frames for its hostile clients"},
 	{"internal/probe", nil,
 		"the latency probes of issue #17: a leaf every hop of the data path may mark, empty unless built with -tags felixprobe"},
-	{"bench/latprobe", []string{"client", "internal/brokertest", "internal/probe", "wire"},
-		"the hop-by-hop latency breakdown: a broker and its client in one process, so the probes share one clock"},
+	{"bench/latprobe", []string{"client", "internal/brokertest", "internal/probe", "internal/quicconf", "wire"},
+		"the hop-by-hop latency breakdown: a broker and its client in one process, so the probes share one clock; raw quic-go for the crossing it is compared with"},
 	{"internal/importgraph", nil,
 		"this test's package has no code"},
 }
