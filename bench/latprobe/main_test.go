@@ -6,14 +6,12 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
-// The broker, its clients and the raw QUIC endpoints must all be gone
-// when the tests end; protoactor's dead-letter throttle is the broker
-// tests' one known straggler.
+// The broker, its clients and the raw QUIC endpoints must all be gone when
+// the tests end.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
-		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewThrottle.func1.1"),
-	)
+	goleak.VerifyTestMain(m, brokertest.LeakOptions()...)
 }
