@@ -176,6 +176,10 @@ type Mailbox struct {
 	invoker    actor.MessageInvoker
 	dispatcher actor.Dispatcher
 	scheduled  atomic.Bool
+	// processFn is m.process, made once: a method value passed to Schedule
+	// escapes, so taking it there allocated on every wake of every mailbox
+	// on the data path (issue #17).
+	processFn func()
 
 	queued    atomic.Int64 // data + control messages, for UserMessageCount
 	queuedB   atomic.Int64
@@ -194,6 +198,7 @@ func NewMailbox(cfg MailboxConfig) *Mailbox {
 	}
 	m := &Mailbox{cfg: cfg}
 	m.mu.data.max = cfg.Capacity
+	m.processFn = m.process
 	return m
 }
 
@@ -531,7 +536,7 @@ func (m *Mailbox) schedule() {
 		return // not started yet; Start-time scheduling picks the work up
 	}
 	if m.scheduled.CompareAndSwap(false, true) {
-		m.dispatcher.Schedule(m.process)
+		m.dispatcher.Schedule(m.processFn)
 	}
 }
 
@@ -598,7 +603,14 @@ func (m *Mailbox) run() {
 		if len(m.mu.control) > 0 {
 			msg = m.mu.control[0]
 			m.mu.control[0] = nil
-			m.mu.control = m.mu.control[1:]
+			if len(m.mu.control) == 1 {
+				// Emptied: keep the array from its start, so the next post
+				// does not allocate one (a control message per write on the
+				// data path, issue #17).
+				m.mu.control = m.mu.control[:0]
+			} else {
+				m.mu.control = m.mu.control[1:]
+			}
 			m.queued.Add(-1)
 			m.mu.Unlock()
 			m.invoker.InvokeUserMessage(msg)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -613,6 +614,7 @@ func (p *pubStream) writeLoop() {
 			spare = out
 			continue
 		}
+		probe.Mark(probe.ClientWrite)
 		_, err := p.st.Write(out)
 		p.mu.Lock()
 		p.mu.writing = false

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -195,6 +196,10 @@ func (s *Subscription) read() {
 	defer s.c.wg.Done()
 	defer close(s.events)
 	fr := wire.NewFrameReader(s.stream, 16<<20)
+	// scratch is the last batch's event slice, reused for the next: the
+	// Events sent on carry their own slice headers. Payloads still alias
+	// each frame's fresh buffer, which the receiver owns.
+	var scratch [][]byte
 	for {
 		h, payload, err := fr.Next()
 		if err != nil {
@@ -211,7 +216,8 @@ func (s *Subscription) read() {
 			}
 			return
 		}
-		base, events, err := wire.DecodeEventBatchFlags(h.Flags, payload)
+		probe.Mark(probe.ClientRead)
+		base, events, err := wire.DecodeEventBatchInto(scratch, h.Flags, payload)
 		if err != nil {
 			s.finish(fmt.Errorf("%w: %v", ErrProtocol, err))
 			return
@@ -222,6 +228,7 @@ func (s *Subscription) read() {
 			// The common case first: room in the buffer. A send with a
 			// default locks one channel; the select below locks three, and
 			// it showed in profiles of the read path (issue #17).
+			probe.Mark(probe.ClientQueued)
 			select {
 			case s.events <- ev:
 				continue
@@ -237,8 +244,16 @@ func (s *Subscription) read() {
 				return
 			}
 		}
+		if cap(events) <= maxScratchEvents {
+			clear(events) // nothing keeps the frame alive through scratch
+			scratch = events[:0]
+		}
 	}
 }
+
+// maxScratchEvents bounds the event slice a subscription keeps between
+// batches: a rare huge batch is not held on to.
+const maxScratchEvents = 4096
 
 func (s *Subscription) finish(err error) {
 	var se *quic.StreamError

@@ -6,10 +6,13 @@
 package lanes
 
 import (
+	"sync"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/internal/probe"
 )
 
 // Deliver carries one subscription's coalesced event frames toward its
@@ -35,6 +38,32 @@ type Deliver struct {
 	// (0 otherwise): the writer resumes a lagged subscription from the last
 	// batch it really queued.
 	Next uint64
+}
+
+// deliveries recycles Deliver values: the connection writer puts one back
+// once it has queued its frames, the only end of a Deliver's life that is
+// common and certain; a dropped or refused one is left to the collector.
+var deliveries = sync.Pool{New: func() any { return new(Deliver) }}
+
+// maxPooledFrames bounds the frame slice a recycled Deliver keeps.
+const maxPooledFrames = 1024
+
+// NewDeliver returns an empty Deliver, recycled when one is free; its Frames
+// has length 0 and may have room. Its sender fills it and gives up every
+// reference to it when it posts it.
+func NewDeliver() *Deliver { return deliveries.Get().(*Deliver) }
+
+// recycle clears d (its frames are shared and must not stay reachable)
+// and puts it back for NewDeliver. Only the connection writer calls it,
+// once d's frames are in its queue.
+func (d *Deliver) recycle() {
+	frames := d.Frames
+	if cap(frames) > maxPooledFrames {
+		frames = nil
+	}
+	clear(frames)
+	*d = Deliver{Frames: frames[:0]}
+	deliveries.Put(d)
 }
 
 // GiveBack returns what a Deliver holds when it ends without being written:
@@ -114,6 +143,7 @@ func (l *lane) Receive(ctx actor.Context) {
 }
 
 func (l *lane) handleDeliver(d *Deliver) {
+	probe.Mark(probe.LaneReceive)
 	// The connection writer never blocks in Receive (its writes run on their
 	// own goroutines), so this wait is short; it is Block so a burst is not lost.
 	if !d.Writer.Mailbox.TryPost(d, -1).Accepted() {

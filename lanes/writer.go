@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -88,6 +89,8 @@ type Lagged struct {
 }
 
 // writeDone is a subscription's write goroutine reporting one finished write.
+// Each subWriter has one, reused: at most one write is in flight, and the
+// actor reads it before it starts the next write.
 type writeDone struct {
 	actors.ControlMessage
 	id      uint64
@@ -96,6 +99,8 @@ type writeDone struct {
 	held    int64
 	records int
 	err     error
+	// frames is the write's frame slice, cleared, for the next queue.
+	frames [][]byte
 }
 
 // WriterConfig configures a connection writer.
@@ -139,6 +144,10 @@ type subWriter struct {
 	// reqs carries one batch of frames to the write goroutine. Capacity 1 and
 	// at most one write in flight, so the actor's send never blocks.
 	reqs chan writeReq
+	// done is the write goroutine's report, reused for every write.
+	done writeDone
+	// spare is the last write's frame slice, empty, for the next queue.
+	spare [][]byte
 }
 
 type writeReq struct {
@@ -211,6 +220,7 @@ func (w *connWriter) handleRegister(ctx actor.Context, msg *Register) {
 }
 
 func (w *connWriter) handleDeliver(ctx actor.Context, d *Deliver) {
+	probe.Mark(probe.WriterReceive)
 	s, ok := w.subs[d.SubscriptionID]
 	if !ok || s.failed || s.closing {
 		// A batch that arrives after its subscription began to end (for a
@@ -227,6 +237,7 @@ func (w *connWriter) handleDeliver(ctx actor.Context, d *Deliver) {
 	if d.Next > s.next {
 		s.next = d.Next
 	}
+	d.recycle()
 	if !s.inFlight {
 		w.startWrite(s)
 	}
@@ -238,6 +249,15 @@ func (w *connWriter) handleWriteDone(ctx actor.Context, msg *writeDone) {
 		return
 	}
 	s.inFlight = false
+	if cap(msg.frames) <= maxPooledFrames {
+		// Reuse the slice: as the queue if nothing came meanwhile, else
+		// for the queue after the next write.
+		if len(s.queue) == 0 {
+			s.queue = msg.frames
+		} else {
+			s.spare = msg.frames
+		}
+	}
 	s.egress.Return(msg.credit)
 	s.budget.Release(msg.held)
 	s.inQueued, s.inHeld = 0, 0
@@ -298,7 +318,8 @@ func (w *connWriter) handleUnregister(ctx actor.Context, msg *Unregister) {
 func (w *connWriter) startWrite(s *subWriter) {
 	req := writeReq{frames: s.queue, records: s.records, held: s.held, credit: s.queued}
 	s.inQueued, s.inHeld = s.queued, s.held
-	s.queue, s.records, s.held = nil, 0, 0
+	s.queue, s.spare = s.spare, nil
+	s.records, s.held = 0, 0
 	s.inFlight = true
 	s.reqs <- req
 	// The bytes travel with the write and come back in writeDone.
@@ -338,6 +359,7 @@ const maxCoalesce = 256 << 10
 func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 	var scratch []byte
 	for req := range s.reqs {
+		probe.Mark(probe.WriteStart)
 		frames := req.frames
 		var n int64
 		for _, f := range frames {
@@ -357,7 +379,10 @@ func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 			}
 			_, err = s.stream.Write(scratch)
 		}
-		root.Send(self, &writeDone{id: s.id, bytes: n, credit: req.credit, held: req.held, records: req.records, err: err})
+		probe.Mark(probe.WriteDone)
+		clear(frames) // shared frames: not kept alive by a spare slice
+		s.done = writeDone{id: s.id, bytes: n, credit: req.credit, held: req.held, records: req.records, err: err, frames: frames[:0]}
+		root.Send(self, &s.done)
 	}
 	// A failing close means the connection is going away; nobody is left to tell.
 	_ = s.stream.Close()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -189,9 +190,11 @@ func (s *shard) fenced(res PublishResult) PublishResult {
 // waits on the ones that were full: a batch reaches every subscriber with
 // room before the shard waits on anyone.
 func (s *shard) fanout(env *Envelope) *FanoutStats {
-	st := &FanoutStats{Scope: s.scope, Records: env.Len(), Bytes: env.bytes}
+	s.stats = FanoutStats{Scope: s.scope, Records: env.Len(), Bytes: env.bytes}
+	st := &s.stats
 	s.full = s.full[:0]
 	alive := s.subs[:0] // compacted in place: alive never runs ahead of the loop
+	probe.Mark(probe.ShardFanout)
 	for _, sub := range s.subs {
 		switch sub.feeder.TryPost(env, 0) {
 		case actors.Posted:

@@ -43,7 +43,8 @@ type RegistryConfig struct {
 	// PubQueueDepth bounds each shard's mailbox.
 	PubQueueDepth int
 	Log           zerolog.Logger
-	// OnStats, when set, receives every publish's fanout stats on the shard's goroutine.
+	// OnStats, when set, receives every publish's fanout stats on the
+	// shard's goroutine; the stats are valid only during the call.
 	OnStats func(*FanoutStats)
 	// OpenLog opens (recovering) the durable log of a shard of a durable
 	// stream, and says whether acks wait for the fsync (on_commit). The

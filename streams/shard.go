@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -160,7 +161,8 @@ type ShardConfig struct {
 const defaultBlockMaxWait = 30 * time.Second
 
 // FanoutStats are reported per publish so the broker can count without the
-// shard knowing about metrics.
+// shard knowing about metrics. The shard reuses one for every publish: a
+// receiver reads it during the call and keeps no pointer to it.
 type FanoutStats struct {
 	Scope      wire.Scope
 	Records    int
@@ -185,7 +187,8 @@ type shard struct {
 	cfg     ShardConfig
 	logger  zerolog.Logger
 	onStats func(*FanoutStats)
-	ref     *ShardRef // tells readers when the log is open
+	stats   FanoutStats // the current publish's, reused (see FanoutStats)
+	ref     *ShardRef   // tells readers when the log is open
 	// open opens (recovering) a durable stream's log and says whether acks
 	// wait for the fsync; nil for an in-memory stream. It runs once, after
 	// Started, on this shard's goroutine.
@@ -296,6 +299,7 @@ func (s *shard) handleRestarting() {
 // handlePublish runs a publish through its steps; each step answers the
 // publish itself when it ends it early.
 func (s *shard) handlePublish(p *Publish) {
+	probe.Mark(probe.ShardReceive)
 	s.used()
 	pe := s.ledger.accept(p)
 	if s.repl != nil {

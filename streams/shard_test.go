@@ -423,7 +423,7 @@ func TestConditionalPublishWritesExactlyOne(t *testing.T) {
 // tells it so; the publish is answered and later ones do not wait.
 func TestBlockEvictsASubscriberFullPastTheMaxWait(t *testing.T) {
 	stats := make(chan *FanoutStats, 8)
-	ts := spawnTestShard(t, ShardConfig{SubscriberPolicy: actors.Block, BlockMaxWait: 50 * time.Millisecond}, nil, false, func(st *FanoutStats) { stats <- st })
+	ts := spawnTestShard(t, ShardConfig{SubscriberPolicy: actors.Block, BlockMaxWait: 50 * time.Millisecond}, nil, false, func(st *FanoutStats) { c := *st; stats <- &c })
 	healthy := ts.addFeeder(t, 1, actors.MailboxConfig{Capacity: 16, Policy: actors.Block})
 	stalled := ts.addFeeder(t, 2, actors.MailboxConfig{Capacity: 1, Policy: actors.Block})
 	stalled.mb.Hold() // it reads nothing more; control still reaches it

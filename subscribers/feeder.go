@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/lanes"
 	"github.com/getfelix/felix-go/streams"
 )
@@ -89,6 +90,9 @@ type Config struct {
 	// budget bytes on delivery (MailboxConfig.KeepBudget); the feeder passes
 	// them on with each batch until it is written. Nil when the total is off.
 	Budget *actors.ByteBudget
+
+	// now is the feeder's clock, time.Now unless a test sets it.
+	now func() time.Time
 }
 
 // phase is where a subscription is in its life.
@@ -138,8 +142,11 @@ type feeder struct {
 	pendingNext  uint64 // offset after the last pending durable record
 	records      int
 	// busy is set when the last batch found more envelopes queued behind its
-	// first: under load the next batch waits up to MaxDelay to fill.
+	// first: under load the next batch waits up to MaxDelay to fill. It
+	// lapses once MaxDelay passed since that batch (flushedAt): an envelope
+	// after an idle gap goes at once, not after a wait meant for a burst.
 	busy       bool
+	flushedAt  time.Time
 	timerArmed bool
 	timerGen   uint64
 	timer      *time.Timer
@@ -160,6 +167,9 @@ type feeder struct {
 // subscriber queue), which starts held until Start; egress is the
 // subscription's share of its connection.
 func Props(cfg Config, queue actors.MailboxConfig, created func(*actors.Mailbox)) (*actor.Props, *lanes.Egress) {
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
 	f := &feeder{cfg: cfg}
 	f.egress = cfg.Writer.Budget.NewEgress(func() {
 		if pid := f.selfPID(); pid != nil {
@@ -379,6 +389,7 @@ func (f *feeder) handleEvicted(ctx actor.Context, msg *streams.SubscriberEvicted
 // handleEnvelope takes one batch from the queue (or the one that revealed a
 // hole, after the hole was written).
 func (f *feeder) handleEnvelope(ctx actor.Context, env *streams.Envelope) {
+	probe.Mark(probe.FeederReceive)
 	if !f.cfg.Durable || !env.Durable || f.inOrder(ctx, env) {
 		f.take(env)
 	}
@@ -410,7 +421,11 @@ func (f *feeder) add(env *streams.Envelope) {
 		shape = streams.ShapeOffsets
 	}
 	if len(f.pending) == 0 && f.busy && !f.cfg.Batch.SingleEvent {
-		f.armTimer()
+		if f.cfg.now().Sub(f.flushedAt) < f.cfg.Batch.MaxDelay {
+			f.armTimer()
+		} else {
+			f.busy = false // idle since the busy batch: no burst to fill from
+		}
 	}
 	if f.cfg.Budget != nil {
 		f.pendingHeld += env.MailboxBytes()
@@ -541,7 +556,12 @@ func (f *feeder) flush() {
 	if len(f.pending) == 0 {
 		return
 	}
-	d := &lanes.Deliver{
+	// A recycled Deliver (the writer puts them back) takes the pending
+	// frames, and its empty frame slice becomes the next pending one: a
+	// delivered batch allocates neither.
+	d := lanes.NewDeliver()
+	spare := d.Frames
+	*d = lanes.Deliver{
 		SubscriptionID: f.cfg.SubscriptionID,
 		Frames:         f.pending,
 		Bytes:          f.pendingBytes,
@@ -556,7 +576,10 @@ func (f *feeder) flush() {
 	// A batch that coalesced more than one envelope means they arrive faster
 	// than we drain: wait to fill the next one. A lone one clears the mark.
 	f.busy = len(f.pending) > 1
-	f.pending, f.pendingBytes, f.records, f.pendingHeld = nil, 0, 0, 0
+	if f.busy {
+		f.flushedAt = f.cfg.now() // read only when busy: a lone batch needs no clock
+	}
+	f.pending, f.pendingBytes, f.records, f.pendingHeld = spare, 0, 0, 0
 	if !f.egress.TryTake(d.Bytes) {
 		f.out = d
 		f.hold(true)
@@ -571,6 +594,7 @@ func (f *feeder) toLane(d *lanes.Deliver) {
 	// documented cost of block: the connection's subscriptions wait together.
 	// A refusal by a full lane is counted and its credit returned by the
 	// lane's drop hook; a stopped lane calls no hook, so return it here.
+	probe.Mark(probe.FeederFlush)
 	if f.cfg.Lane.Mailbox.TryPost(d, -1) == actors.Closed {
 		d.GiveBack()
 		// The lane was stopped for good: this subscription has no path to

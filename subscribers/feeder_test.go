@@ -2,6 +2,7 @@ package subscribers
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,6 +178,45 @@ func TestFeederSingleEventMode(t *testing.T) {
 		if d := r.next(t); len(d.Frames) != 1 {
 			t.Fatalf("single-event mode delivery %d: %d frames, want 1", i, len(d.Frames))
 		}
+	}
+}
+
+// A busy batch makes the next lone envelope wait to fill a batch, but only
+// while the burst can still be going: once MaxDelay has passed since the
+// busy batch (an idle queue), a lone envelope goes at once (issue #17: the
+// coalescing adds no delay when the queue is idle). The feeder's clock is
+// a fake one, and MaxDelay an hour, so only the clock decides.
+func TestFeederIdleQueueAddsNoDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		advance time.Duration
+		waits   bool
+	}{{"within MaxDelay of the busy batch", time.Minute, true}, {"idle past MaxDelay", 2 * time.Hour, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var elapsed atomic.Int64
+			base := time.Now()
+			clock := func(c *Config) { c.now = func() time.Time { return base.Add(time.Duration(elapsed.Load())) } }
+			r := newRig(t, BatchConfig{MaxEvents: 64, MaxBytes: 64 << 10, MaxDelay: time.Hour}, 1<<30, clock)
+			r.post(t, 10)
+			r.start()
+			if d := r.next(t); len(d.Frames) != 10 {
+				t.Fatalf("first batch: %d frames, want 10 (a busy batch)", len(d.Frames))
+			}
+			elapsed.Add(int64(tc.advance))
+			r.post(t, 1)
+			if !tc.waits {
+				if d := r.next(t); len(d.Frames) != 1 {
+					t.Fatalf("lone envelope after idle: %d frames, want 1", len(d.Frames))
+				}
+				return
+			}
+			select {
+			case d := <-r.got:
+				t.Fatalf("a lone envelope right after a busy batch went at once (%d frames); want it held to fill", len(d.Frames))
+			case <-time.After(50 * time.Millisecond):
+				// Held for the hour-long timer: an absence is only observed by waiting.
+			}
+		})
 	}
 }
 

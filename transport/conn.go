@@ -11,6 +11,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/rs/zerolog"
 
+	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -427,6 +428,7 @@ func (h *connHandler) handlePublish(r *responder, flags uint16, payload []byte) 
 		r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%v", err))
 		return false
 	}
+	probe.Mark(probe.TransportRead)
 	if p.Ack == wire.AckNone {
 		if err := p.Scope.Validate(); err != nil {
 			r.fail(0, wire.AsError(err))

@@ -337,6 +337,14 @@ func DecodeEventBatch(payload []byte) ([][]byte, error) {
 // DecodeEventBatchFlags decodes an event batch whose header carried flags,
 // returning its base offset when FlagEventBatchOffsets is set.
 func DecodeEventBatchFlags(flags uint16, payload []byte) (base uint64, events [][]byte, err error) {
+	return DecodeEventBatchInto(nil, flags, payload)
+}
+
+// DecodeEventBatchInto is DecodeEventBatchFlags decoding into dst[:0] when it
+// has room for the batch, so a reader that is done with one batch's slice
+// decodes the next into it without allocating (issue #17: the client's
+// subscription read path).
+func DecodeEventBatchInto(dst [][]byte, flags uint16, payload []byte) (base uint64, events [][]byte, err error) {
 	if flags&FlagEventBatch == 0 || flags&^(FlagEventBatch|FlagEventBatchOffsets) != 0 {
 		return 0, nil, fmt.Errorf("%w: flags %#04x are not an event batch", ErrMalformed, flags)
 	}
@@ -351,7 +359,11 @@ func DecodeEventBatchFlags(flags uint16, payload []byte) (base uint64, events []
 	if d.err != nil {
 		return 0, nil, d.err
 	}
-	events = make([][]byte, 0, count)
+	if uint64(cap(dst)) >= uint64(count) {
+		events = dst[:0]
+	} else {
+		events = make([][]byte, 0, count)
+	}
 	for i := uint32(0); i < count && d.err == nil; i++ {
 		events = append(events, d.bytes32())
 	}

@@ -182,6 +182,17 @@ func checkEventBatch(t *testing.T, payload []byte) {
 	if max := (len(payload) - 4) / 4; len(events) > max || cap(events) > max {
 		t.Fatalf("decoded %d events (cap %d) from %d bytes", len(events), cap(events), len(payload))
 	}
+	// Decoding into a used slice gives the same events, whatever it held.
+	used := [][]byte{[]byte("stale"), nil, {1}, nil}
+	if _, into, err := DecodeEventBatchInto(used[:3], FlagEventBatch, payload); err != nil || len(into) != len(events) {
+		t.Fatalf("DecodeEventBatchInto: %d events, %v; DecodeEventBatch: %d", len(into), err, len(events))
+	} else {
+		for i := range into {
+			if !bytes.Equal(into[i], events[i]) {
+				t.Fatalf("DecodeEventBatchInto event %d = %q, want %q", i, into[i], events[i])
+			}
+		}
+	}
 	frame := AppendEventBatch(nil, events)
 	if EventBatchLen(events) != len(frame) {
 		t.Fatalf("EventBatchLen = %d, encoded %d bytes", EventBatchLen(events), len(frame))

@@ -1,0 +1,5 @@
+//go:build !race
+
+package subscribers
+
+const raceEnabled = false
