@@ -368,6 +368,15 @@ func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply 
 		// Step never hands raft a snapshot to install (SnapshotNeeded).
 		return fmt.Errorf("%w: raft has one to install at index %d", ErrSnapshotUnsupported, rd.Snapshot.Metadata.Index)
 	}
+	for _, m := range rd.Messages {
+		if m.Type == raftpb.MsgSnap {
+			r.sentSnapshots = append(r.sentSnapshots, m.To)
+		}
+	}
+	early, late := r.splitMessages(rd.Messages)
+	if len(early) > 0 {
+		send(early)
+	}
 	if err := r.storage.Append(rd.Entries); err != nil {
 		return err
 	}
@@ -377,13 +386,8 @@ func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply 
 			return err
 		}
 	}
-	for _, m := range rd.Messages {
-		if m.Type == raftpb.MsgSnap {
-			r.sentSnapshots = append(r.sentSnapshots, m.To)
-		}
-	}
-	if len(rd.Messages) > 0 {
-		send(rd.Messages)
+	if len(late) > 0 {
+		send(late)
 	}
 	for _, e := range rd.CommittedEntries {
 		if err := r.applyEntry(e, apply); err != nil {
@@ -391,6 +395,44 @@ func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply 
 		}
 	}
 	return nil
+}
+
+// splitMessages splits a Ready's messages into those a leader may send
+// before it persists the Ready (early) and the rest. A leader's appends,
+// heartbeats and snapshots promise nothing about its own disk: its term
+// and vote were durable before it could count its own vote, and it counts
+// its own copy of the entries only once they are (raft hands that
+// acknowledgement back after Advance). Sending them first lets the
+// followers write while the leader does (Raft thesis 10.2.1; raft sends
+// its messages this way with asynchronous storage writes), so an
+// acknowledgement under on_commit waits for the slower of the fsyncs, not
+// their sum. Responses (an append or vote acknowledged) always wait, and
+// a replica that is not the leader sends everything after.
+func (r *Replica) splitMessages(msgs []raftpb.Message) (early, late []raftpb.Message) {
+	if len(msgs) == 0 || r.rn.BasicStatus().RaftState != raft.StateLeader {
+		return nil, msgs
+	}
+	n := 0
+	for n < len(msgs) && !isResponse(msgs[n].Type) {
+		n++
+	}
+	if !slices.ContainsFunc(msgs[n:], func(m raftpb.Message) bool { return !isResponse(m.Type) }) {
+		return msgs[:n], msgs[n:] // the common case: no copy
+	}
+	for _, m := range msgs {
+		if isResponse(m.Type) {
+			late = append(late, m)
+		} else {
+			early = append(early, m)
+		}
+	}
+	return early, late
+}
+
+// isResponse reports the messages raft sends only once what they
+// acknowledge is durable (its msgsAfterAppend).
+func isResponse(t raftpb.MessageType) bool {
+	return t == raftpb.MsgAppResp || t == raftpb.MsgVoteResp || t == raftpb.MsgPreVoteResp
 }
 
 // reportSentSnapshots tells raft the snapshots it wanted sent went out, so
