@@ -328,11 +328,12 @@ func (r *Replica) HasReady() bool { return r.err == nil && r.rn.HasReady() }
 //     them durable, then the HardState. Entries go first because the
 //     HardState's commit index may point into them; a durable commit index
 //     beyond the log would stop raft from starting again.
-//  2. send the messages. Only now: a vote or an append acknowledgement
-//     promises that the vote or the entries are on disk. A leader could
-//     send its appends before its own write (Raft thesis 10.2.1); measured
-//     on this machine (3 brokers on 2 cores) it gained nothing, so it
-//     does not.
+//  2. send the messages. Only now for responses: a vote or an append
+//     acknowledgement promises that the vote or the entries are on disk.
+//     A leader sends its appends and heartbeats before step 1
+//     (splitMessages), so that the followers write while it does:
+//     measured with 512 records in flight (bench/compare.sh's replicated
+//     row), 1.13× the acknowledged throughput under on_commit.
 //  3. apply the committed entries in index order: a conf change first to
 //     raft (and the ConfState it returns to raft.state), then every entry
 //     to apply.
