@@ -397,25 +397,12 @@ func TestAdminPprof(t *testing.T) {
 			cfg.Admin = "127.0.0.1:0"
 			cfg.Pprof = on
 			b := brokertest.Start(t, cfg)
-			ctx := testCtx(t, 20*time.Second)
 			hc := &http.Client{Timeout: 10 * time.Second}
 			t.Cleanup(hc.CloseIdleConnections)
 			get := func(path, token string) (int, string) {
 				t.Helper()
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.AdminAddr().String()+path, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if token != "" {
-					req.Header.Set("Authorization", "Bearer "+token)
-				}
-				res, err := hc.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer res.Body.Close()
-				body, _ := io.ReadAll(res.Body)
-				return res.StatusCode, string(body)
+				res, body := adminFetch(t, hc, b, token, path)
+				return res.StatusCode, body
 			}
 			code, body := get("/debug/pprof/goroutine?debug=1", b.AdminToken())
 			switch {
