@@ -177,116 +177,114 @@ func (s *silentOwnerSetup) publish(t *testing.T, ctx context.Context, payload st
 	}
 }
 
-// TestClusterClientLeavesSilentOwner: a call its owner stops answering
-// (the owner silent as a SIGKILLed broker is: what it sends never
-// arrives) is not left waiting for the connection's idle timeout when
+// TestClusterClientLeavesSilentOwnerOfAPublish and the tests after it: a
+// call its owner stops answering (the owner silent as a SIGKILLed broker
+// is: what it sends never arrives) is not left waiting for the connection's idle timeout when
 // another member names another owner: the connection is abandoned and
 // the call fails as a lost connection (a plain publish, not sent again)
 // or is sent again there (an idempotent producer's batch, written once).
-func TestClusterClientLeavesSilentOwner(t *testing.T) {
-	t.Run("plain publish", func(t *testing.T) {
-		s, ctx := newSilentOwner(t)
-		s.publish(t, ctx, "before")
-		s.owner.muted.Store(true)
-		start := time.Now()
-		err := s.cc.Publish(ctx, s.st, []byte("unanswered"), client.PublishOptions{})
-		var lost *client.ConnectionLostError
-		if !errors.As(err, &lost) || !strings.Contains(err.Error(), "abandoned") {
-			t.Fatalf("publish to the silent owner: %v, want a ConnectionLostError saying the connection was abandoned", err)
-		}
-		if took := time.Since(start); took >= idleTimeout/2 {
-			t.Fatalf("the publish returned after %s; the idle timeout is %s", took, idleTimeout)
-		}
-		if !s.arrived.Load() {
-			t.Fatal("the publish never reached the muted owner")
-		}
-		s.publish(t, ctx, "after")
-		// The unanswered publish reached the broker: written once, not sent
-		// again by the ClusterClient.
-		expectLog(t, ctx, s, "before", "unanswered", "after")
-	})
+func TestClusterClientLeavesSilentOwnerOfAPublish(t *testing.T) {
+	s, ctx := newSilentOwner(t)
+	s.publish(t, ctx, "before")
+	s.owner.muted.Store(true)
+	start := time.Now()
+	err := s.cc.Publish(ctx, s.st, []byte("unanswered"), client.PublishOptions{})
+	var lost *client.ConnectionLostError
+	if !errors.As(err, &lost) || !strings.Contains(err.Error(), "abandoned") {
+		t.Fatalf("publish to the silent owner: %v, want a ConnectionLostError saying the connection was abandoned", err)
+	}
+	if took := time.Since(start); took >= idleTimeout/2 {
+		t.Fatalf("the publish returned after %s; the idle timeout is %s", took, idleTimeout)
+	}
+	if !s.arrived.Load() {
+		t.Fatal("the publish never reached the muted owner")
+	}
+	s.publish(t, ctx, "after")
+	// The unanswered publish reached the broker: written once, not sent
+	// again by the ClusterClient.
+	expectLog(t, ctx, s, "before", "unanswered", "after")
+}
 
-	t.Run("idempotent producer", func(t *testing.T) {
-		s, ctx := newSilentOwner(t)
-		p, err := s.cc.NewIdempotentProducer(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close(ctx)
-		if _, err := p.Publish(ctx, s.st, [][]byte{[]byte("a")}, nil); err != nil {
-			t.Fatal(err)
-		}
-		s.owner.muted.Store(true)
-		start := time.Now()
-		res, err := p.Publish(ctx, s.st, [][]byte{[]byte("b")}, nil)
-		if err != nil {
-			t.Fatalf("idempotent publish past the silent owner: %v", err)
-		}
-		// Well under the idle timeout and the producer's AckTimeout (10 s).
-		if took := time.Since(start); took >= 5*time.Second {
-			t.Fatalf("the batch was acknowledged after %s", took)
-		}
-		if res.Offset != 1 {
-			t.Fatalf("batch b acknowledged at offset %d, want 1 (its first write, answered as a duplicate)", res.Offset)
-		}
-		expectLog(t, ctx, s, "a", "b")
-	})
+func TestClusterClientLeavesSilentOwnerOfAnIdempotentBatch(t *testing.T) {
+	s, ctx := newSilentOwner(t)
+	p, err := s.cc.NewIdempotentProducer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if _, err := p.Publish(ctx, s.st, [][]byte{[]byte("a")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.owner.muted.Store(true)
+	start := time.Now()
+	res, err := p.Publish(ctx, s.st, [][]byte{[]byte("b")}, nil)
+	if err != nil {
+		t.Fatalf("idempotent publish past the silent owner: %v", err)
+	}
+	// Well under the idle timeout and the producer's AckTimeout (10 s).
+	if took := time.Since(start); took >= 5*time.Second {
+		t.Fatalf("the batch was acknowledged after %s", took)
+	}
+	if res.Offset != 1 {
+		t.Fatalf("batch b acknowledged at offset %d, want 1 (its first write, answered as a duplicate)", res.Offset)
+	}
+	expectLog(t, ctx, s, "a", "b")
+}
 
-	t.Run("a lookup does not wait for the silent owner", func(t *testing.T) {
-		s, ctx := newSilentOwner(t)
-		s.publish(t, ctx, "before") // connects the owner: asked first
-		s.owner.muted.Store(true)
-		start := time.Now()
-		top, err := s.cc.ShardOwners(ctx, s.st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o, ok := top.Owner(0); !ok || !o.Available {
-			t.Fatalf("shard 0's owner: %+v, %v", o, ok)
-		}
-		if took := time.Since(start); took >= dialTimeout/2 {
-			t.Fatalf("the lookup took %s; the silent owner was asked first and the dial timeout is %s", took, dialTimeout)
-		}
-	})
+func TestClusterClientLookupDoesNotWaitForSilentOwner(t *testing.T) {
+	s, ctx := newSilentOwner(t)
+	s.publish(t, ctx, "before") // connects the owner: asked first
+	s.owner.muted.Store(true)
+	start := time.Now()
+	top, err := s.cc.ShardOwners(ctx, s.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := top.Owner(0); !ok || !o.Available {
+		t.Fatalf("shard 0's owner: %+v, %v", o, ok)
+	}
+	if took := time.Since(start); took >= dialTimeout/2 {
+		t.Fatalf("the lookup took %s; the silent owner was asked first and the dial timeout is %s", took, dialTimeout)
+	}
+}
 
-	t.Run("an owner that answers is kept", func(t *testing.T) {
-		s, ctx := newSilentOwner(t)
-		s.publish(t, ctx, "before")
-		release := make(chan struct{})
-		routed := make(chan error, 1)
-		go func() {
-			routed <- client.Route(ctx, s.cc, s.st, func(*client.Client) error {
-				<-release // an answer that takes long, from an owner alive
-				return nil
-			})
-		}()
-		// Several rounds in which the owner answered and the other member
-		// named itself: the owner must not be abandoned.
-		var fromOwner, naming int
-		for fromOwner < 3 || naming < 3 {
-			select {
-			case a := <-s.answers:
-				switch {
-				case a.owner && a.err == nil:
-					fromOwner++
-				case !a.owner && a.other == s.other.addr():
-					naming++
-				}
-			case <-ctx.Done():
-				t.Fatalf("the watch heard %d answers from the owner and %d naming another; want 3 of each", fromOwner, naming)
+func TestClusterClientKeepsAnOwnerThatAnswers(t *testing.T) {
+	s, ctx := newSilentOwner(t)
+	s.publish(t, ctx, "before")
+	release := make(chan struct{})
+	routed := make(chan error, 1)
+	go func() {
+		routed <- client.Route(ctx, s.cc, s.st, func(*client.Client) error {
+			<-release // an answer that takes long, from an owner alive
+			return nil
+		})
+	}()
+	// Several rounds in which the owner answered and the other member
+	// named itself: the owner must not be abandoned.
+	var fromOwner, naming int
+	for fromOwner < 3 || naming < 3 {
+		select {
+		case a := <-s.answers:
+			switch {
+			case a.owner && a.err == nil:
+				fromOwner++
+			case !a.owner && a.other == s.other.addr():
+				naming++
 			}
+		case <-ctx.Done():
+			t.Fatalf("the watch heard %d answers from the owner and %d naming another; want 3 of each", fromOwner, naming)
 		}
-		dials := client.Dials(s.cc)
-		close(release)
-		if err := <-routed; err != nil {
-			t.Fatal(err)
-		}
-		s.publish(t, ctx, "after")
-		if d := client.Dials(s.cc) - dials; d != 0 {
-			t.Fatalf("%d dials after the slow call: the owner's connection was given up", d)
-		}
-		expectLog(t, ctx, s, "before", "after")
-	})
+	}
+	dials := client.Dials(s.cc)
+	close(release)
+	if err := <-routed; err != nil {
+		t.Fatal(err)
+	}
+	s.publish(t, ctx, "after")
+	if d := client.Dials(s.cc) - dials; d != 0 {
+		t.Fatalf("%d dials after the slow call: the owner's connection was given up", d)
+	}
+	expectLog(t, ctx, s, "before", "after")
 }
 
 // expectLog checks the stream's log at the broker holds want, in order.
