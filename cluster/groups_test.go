@@ -136,26 +136,7 @@ func TestGroupSurvivesItsLeader(t *testing.T) {
 	d := &deliveries{seen: map[uint64]int{}, acked: map[uint64]bool{}, changed: make(chan struct{}, 1)}
 	held := cc.Group(st, "workers", client.GroupOptions{Consumer: "held", Visibility: time.Minute})
 	defer held.Close()
-	for d.ackedCount() < 100 {
-		recs, err := held.Poll(ctx, 100-d.ackedCount(), time.Second)
-		if err != nil {
-			t.Fatalf("poll: %v", err)
-		}
-		for _, r := range recs {
-			d.saw(r.Offset)
-			d.ack(r.Offset)
-		}
-		if err := held.Ack(ctx, recs...); err != nil {
-			t.Fatalf("ack: %v", err)
-		}
-	}
-	inFlight, err := held.Poll(ctx, 20, time.Second)
-	if err != nil || len(inFlight) != 20 || inFlight[0].Offset != 100 {
-		t.Fatalf("claim 100..119: %d records, %v", len(inFlight), err)
-	}
-	for _, r := range inFlight {
-		d.saw(r.Offset)
-	}
+	ackThenHold(ctx, t, held, d, 100, 20)
 
 	// Still there; its describe writes the cursor: 100 is committed on a
 	// quorum when it answers.
@@ -195,24 +176,7 @@ func TestGroupSurvivesItsLeader(t *testing.T) {
 		t.Fatalf("consume: %v", err)
 	}
 
-	// At least once: every record handled. Nothing below the cursor the
-	// old leader wrote came again; what it held in flight did.
-	for off := range uint64(300) {
-		if !d.acked[off] {
-			t.Errorf("record %d never handled", off)
-		}
-	}
-	afterMove.Range(func(k, _ any) bool {
-		if off := k.(uint64); off < 100 {
-			t.Errorf("record %d, acknowledged under the committed cursor, was handed out again after the move", off)
-		}
-		return true
-	})
-	for off := uint64(100); off < 120; off++ {
-		if _, ok := afterMove.Load(off); !ok {
-			t.Errorf("record %d, in flight at the old leader, was not handed out again", off)
-		}
-	}
+	checkAtLeastOnce(t, d, &afterMove, 300, 100, 120)
 	now, info := waitGroupServer(ctx, t, cc, members, st, "workers")
 	if now == leader || info.Shards[0].Cursor != 300 {
 		t.Fatalf("after the move: served by %s (stopped: %s), cursor %d; want 300", now, leader, info.Shards[0].Cursor)
@@ -222,6 +186,55 @@ func TestGroupSurvivesItsLeader(t *testing.T) {
 		redelivered += n - 1
 	}
 	t.Logf("group moved from %s to %s; %d hand-outs beyond the first", leader, now, redelivered)
+}
+
+// ackThenHold acknowledges the first acked records through g, then claims
+// the next held ones and keeps them in flight.
+func ackThenHold(ctx context.Context, t *testing.T, g *client.Group, d *deliveries, acked, held int) {
+	t.Helper()
+	for d.ackedCount() < acked {
+		recs, err := g.Poll(ctx, acked-d.ackedCount(), time.Second)
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		for _, r := range recs {
+			d.saw(r.Offset)
+			d.ack(r.Offset)
+		}
+		if err := g.Ack(ctx, recs...); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+	}
+	inFlight, err := g.Poll(ctx, held, time.Second)
+	if err != nil || len(inFlight) != held || inFlight[0].Offset != uint64(acked) {
+		t.Fatalf("claim %d..%d: %d records, %v", acked, acked+held-1, len(inFlight), err)
+	}
+	for _, r := range inFlight {
+		d.saw(r.Offset)
+	}
+}
+
+// checkAtLeastOnce checks a group's move: every record below total was
+// handled; nothing below cursor (acknowledged and committed before the
+// move) was handed out after it; what was in flight, [cursor, held), was.
+func checkAtLeastOnce(t *testing.T, d *deliveries, afterMove *sync.Map, total, cursor, held uint64) {
+	t.Helper()
+	for off := range total {
+		if !d.acked[off] {
+			t.Errorf("record %d never handled", off)
+		}
+	}
+	afterMove.Range(func(k, _ any) bool {
+		if off := k.(uint64); off < cursor {
+			t.Errorf("record %d, acknowledged under the committed cursor, was handed out again after the move", off)
+		}
+		return true
+	})
+	for off := cursor; off < held; off++ {
+		if _, ok := afterMove.Load(off); !ok {
+			t.Errorf("record %d, in flight at the old leader, was not handed out again", off)
+		}
+	}
 }
 
 func bytesOf(ps []string) [][]byte {
@@ -270,50 +283,8 @@ func TestGroupsOnEveryShardsOwner(t *testing.T) {
 	if _, err := cc.CreateGroup(ctx, st, "workers", client.GroupStart{Kind: "earliest"}); err != nil {
 		t.Fatalf("create the group: %v", err)
 	}
-	top, err := cc.ShardOwners(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owners := map[string]bool{}
-	for n, o := range top.Owners {
-		owners[o.Owner.NodeID] = true
-		for id, b := range members {
-			if id == o.Owner.NodeID {
-				continue
-			}
-			g := dialInsecure(t, b.Addr().String()).Group(st, "workers", client.GroupOptions{Shard: uint32(n)})
-			_, err := g.Poll(ctx, 1, 0)
-			g.Close()
-			var we *wire.Error
-			if !errors.As(err, &we) || we.Code != wire.CodeNotLeader || we.Owner == nil || we.Owner.NodeID != o.Owner.NodeID {
-				t.Fatalf("member %s polled shard %d (owned by %s): %v; want not_leader naming the owner", id, n, o.Owner.NodeID, err)
-			}
-		}
-	}
-	if len(owners) < 2 {
-		t.Logf("the four shards are on %d member(s) only", len(owners))
-	}
-
-	got := map[string]bool{}
-	for n := range uint32(4) {
-		g := cc.Group(st, "workers", client.GroupOptions{Shard: n})
-		for {
-			recs, err := g.Poll(ctx, 100, 0)
-			if err != nil {
-				t.Fatalf("poll shard %d: %v", n, err)
-			}
-			if len(recs) == 0 {
-				break
-			}
-			for _, r := range recs {
-				got[string(r.Payload)] = true
-			}
-			if err := g.Ack(ctx, recs...); err != nil {
-				t.Fatalf("ack shard %d: %v", n, err)
-			}
-		}
-		g.Close()
-	}
+	requireNotLeaderElsewhere(ctx, t, cc, members, st, "workers")
+	got := drainGroup(ctx, t, cc, st, "workers", 4)
 	if len(got) != len(want) {
 		t.Fatalf("consumed %d distinct records of %d", len(got), len(want))
 	}
@@ -341,7 +312,69 @@ func TestGroupsOnEveryShardsOwner(t *testing.T) {
 		t.Fatalf("describe a deleted group: %v; want not_found", err)
 	}
 
-	// Deleting the stream deletes its groups' state: made again, it has none.
+	requireGroupsGoWithTheStream(ctx, t, cc, st)
+}
+
+// requireNotLeaderElsewhere checks every member but a shard's owner
+// refuses a poll of its group with not_leader naming the owner.
+func requireNotLeaderElsewhere(ctx context.Context, t *testing.T, cc *client.ClusterClient, members map[string]*broker.Broker, st client.Stream, group string) {
+	t.Helper()
+	top, err := cc.ShardOwners(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]bool{}
+	for n, o := range top.Owners {
+		owners[o.Owner.NodeID] = true
+		for id, b := range members {
+			if id == o.Owner.NodeID {
+				continue
+			}
+			g := dialInsecure(t, b.Addr().String()).Group(st, group, client.GroupOptions{Shard: uint32(n)})
+			_, err := g.Poll(ctx, 1, 0)
+			g.Close()
+			var we *wire.Error
+			if !errors.As(err, &we) || we.Code != wire.CodeNotLeader || we.Owner == nil || we.Owner.NodeID != o.Owner.NodeID {
+				t.Fatalf("member %s polled shard %d (owned by %s): %v; want not_leader naming the owner", id, n, o.Owner.NodeID, err)
+			}
+		}
+	}
+	if len(owners) < 2 {
+		t.Logf("the shards are on %d member(s) only", len(owners))
+	}
+}
+
+// drainGroup polls and acknowledges every shard's group through the
+// cluster client until each has nothing more, and returns the payloads.
+func drainGroup(ctx context.Context, t *testing.T, cc *client.ClusterClient, st client.Stream, group string, shards uint32) map[string]bool {
+	t.Helper()
+	got := map[string]bool{}
+	for n := range shards {
+		g := cc.Group(st, group, client.GroupOptions{Shard: n})
+		for {
+			recs, err := g.Poll(ctx, 100, 0)
+			if err != nil {
+				t.Fatalf("poll shard %d: %v", n, err)
+			}
+			if len(recs) == 0 {
+				break
+			}
+			for _, r := range recs {
+				got[string(r.Payload)] = true
+			}
+			if err := g.Ack(ctx, recs...); err != nil {
+				t.Fatalf("ack shard %d: %v", n, err)
+			}
+		}
+		g.Close()
+	}
+	return got
+}
+
+// requireGroupsGoWithTheStream: deleting the stream deletes its groups'
+// state: made again, it has none.
+func requireGroupsGoWithTheStream(ctx context.Context, t *testing.T, cc *client.ClusterClient, st client.Stream) {
+	t.Helper()
 	if _, err := cc.CreateGroup(ctx, st, "again", client.GroupStart{Kind: "earliest"}); err != nil {
 		t.Fatal(err)
 	}
