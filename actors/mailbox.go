@@ -359,20 +359,24 @@ func isControl(msg any) bool {
 	return false
 }
 
+// postControl queues a control message: never bounded, never waits.
+func (m *Mailbox) postControl(msg any) PostResult {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return Closed
+	}
+	m.mu.control = append(m.mu.control, msg)
+	m.queued.Add(1)
+	m.mu.Unlock()
+	m.schedule()
+	return Posted
+}
+
 func (m *Mailbox) post(msg any, wait time.Duration) PostResult {
 	if isControl(msg) {
-		m.mu.Lock()
-		if m.mu.closed {
-			m.mu.Unlock()
-			return Closed
-		}
-		m.mu.control = append(m.mu.control, msg)
-		m.queued.Add(1)
-		m.mu.Unlock()
-		m.schedule()
-		return Posted
+		return m.postControl(msg)
 	}
-
 	size := sizeOf(msg)
 	var timer *time.Timer
 	defer func() {
