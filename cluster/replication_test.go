@@ -113,6 +113,12 @@ func readRange(ctx context.Context, t *testing.T, addr string, st client.Stream,
 	var out []client.Record
 	for from := start(c); ; {
 		page, err := c.Read(ctx, st, from, client.ReadOptions{})
+		if errors.Is(err, wire.ErrNotFound) && from > 0 && ctx.Err() == nil {
+			// Retention removed where the read was (it runs every 200 ms
+			// in the retention tests): read again from what it kept.
+			out, from = nil, start(c)
+			continue
+		}
 		if err != nil {
 			t.Fatalf("read %s at %s: %v", st.Name, addr, err)
 		}
