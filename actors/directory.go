@@ -170,12 +170,3 @@ func (d *Directory) Totals() map[Kind]KindTotals {
 	}
 	return out
 }
-
-// ChaosPanic makes the actor that receives it panic inside its own Receive,
-// so its supervisor handles a real crash. It is control traffic: it reaches
-// an actor whose queue is full or held. Only the admin endpoint's chaos
-// routes send it, and only when chaos is enabled.
-type ChaosPanic struct {
-	ControlMessage
-	Reason string
-}

@@ -59,6 +59,9 @@ func KindOf(pid *actor.PID) Kind {
 		return ""
 	}
 	parts := strings.Split(pid.Id, "/")
+	if len(parts) == 2 && parts[1] == "registry" {
+		return KindRegistry
+	}
 	if len(parts) < 3 {
 		return KindSupervisor
 	}
@@ -78,7 +81,7 @@ func KindOf(pid *actor.PID) Kind {
 }
 
 // WatchRestarts logs every supervision decision and reports it to onEvent
-// (a metric), so no restart goes unseen (invariant 7). It returns a function
+// (a metric), so no restart goes unseen (ARCHITECTURE.md, invariant 6). It returns a function
 // that stops watching.
 func WatchRestarts(system *actor.ActorSystem, zl zerolog.Logger, onEvent func(ev *actor.SupervisorEvent, kind Kind)) func() {
 	sub := system.EventStream.Subscribe(func(evt any) {

@@ -1,11 +1,21 @@
 // Package actors holds the mechanisms every Felix actor shares: the bounded
 // policy mailbox that turns backpressure into an overflow behaviour, the
 // supervision strategies and guardians, and the bridge from protoactor's slog
-// output to zerolog.
+// output to zerolog. It also owns what is known of live actors without
+// asking them: the Directory, the supervision tree listed from it
+// (Directory.Tree), and chaos kills chosen from it (Kill).
 //
 // protoactor-go's own Bounded mailbox busy-spins a blocked sender and its
-// BoundedDropping mailbox livelocks after its first drop (see
-// ../shared/notes/protoactor.md §3), so neither is used anywhere in Felix.
+// BoundedDropping mailbox livelocks after its first drop
+// (https://github.com/asynkron/protoactor-go/issues/403), so neither is used
+// anywhere in Felix.
+//
+// Non-obvious behaviour of protoactor and of this package:
+//
+//   - protoactor keeps a stopped watcher's PID, and the whole stopped actor,
+//     in the watched actor's set: a feeder unwatches its shard when it stops.
+//   - A mailbox's gauges must be written under its lock: written after
+//     unlocking, a stale total overwrote a newer one and stuck.
 package actors
 
 import (
@@ -142,7 +152,7 @@ type MailboxConfig struct {
 }
 
 // DefaultCapacity is the mailbox capacity when MailboxConfig.Capacity is zero.
-// It matches the spec's subscriber_queue_capacity.
+// It is subscriber_queue_capacity's default too.
 const DefaultCapacity = 512
 
 type entry struct {
@@ -178,7 +188,7 @@ type Mailbox struct {
 	scheduled  atomic.Bool
 	// processFn is m.process, made once: a method value passed to Schedule
 	// escapes, so taking it there allocated on every wake of every mailbox
-	// on the data path (issue #17).
+	// on the data path.
 	processFn func()
 
 	queued    atomic.Int64 // data + control messages, for UserMessageCount
@@ -549,7 +559,8 @@ func (m *Mailbox) process() {
 		m.run()
 		m.scheduled.Store(false)
 		// Re-check the real queues, not a counter, so a wake-up is never lost
-		// and a drifted count can never spin (protoactor #403).
+		// and a drifted count can never spin (protoactor's BoundedDropping
+		// counts, and spins once its count drifts).
 		if !m.hasWork() || !m.scheduled.CompareAndSwap(false, true) {
 			return
 		}
@@ -610,7 +621,7 @@ func (m *Mailbox) run() {
 			if len(m.mu.control) == 1 {
 				// Emptied: keep the array from its start, so the next post
 				// does not allocate one (a control message per write on the
-				// data path, issue #17).
+				// data path).
 				m.mu.control = m.mu.control[:0]
 			} else {
 				m.mu.control = m.mu.control[1:]

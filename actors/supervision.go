@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -13,6 +14,9 @@ type Kind string
 // The actor kinds of a broker.
 const (
 	KindSupervisor Kind = "supervisor"
+	// KindRegistry is the stream definitions' owner: top-level as the
+	// supervisors are, but with no children.
+	KindRegistry   Kind = "registry"
 	KindShard      Kind = "shard"
 	KindFeeder     Kind = "feeder"
 	KindLane       Kind = "lane"
@@ -97,14 +101,16 @@ func (s *supervisor) handleSpawnChild(ctx actor.Context, msg *SpawnChild) {
 }
 
 // Spawn asks the supervisor at parent to spawn props as name, and waits up to
-// timeout. Call it from outside actors (a connection goroutine), never from
-// inside a Receive.
-func Spawn(root *actor.RootContext, parent *actor.PID, name string, props *actor.Props, timeout time.Duration) (*actor.PID, error) {
-	res, err := root.RequestFuture(parent, &SpawnChild{Name: name, Props: props}, timeout).Result()
+// timeout, or until ctx's deadline (Request; ctx's cancellation does not
+// end the wait). Call it from outside actors
+// (a connection goroutine), never from inside a Receive.
+func Spawn(ctx context.Context, root *actor.RootContext, parent *actor.PID, name string, props *actor.Props, timeout time.Duration) (*actor.PID, error) {
+	// Detached: a spawn the caller stopped waiting for would leave an
+	// actor nobody knows of.
+	spawned, err := Request[*ChildSpawned](Detached(ctx), root, parent, &SpawnChild{Name: name, Props: props}, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("actors: spawn %s: %w", name, err)
 	}
-	spawned := res.(*ChildSpawned)
 	return spawned.PID, spawned.Err
 }
 
@@ -125,7 +131,7 @@ func Props(producer actor.Producer, cfg MailboxConfig, created func(*Mailbox), o
 	}, opts...)
 	// A wrapping actor, not receiver middleware: protoactor allocates a
 	// MessageEnvelope for every message an actor with middleware receives,
-	// one per hop per delivery on the data path (issue #17).
+	// one per hop per delivery on the data path.
 	wrapped := func() actor.Actor { return &dataActor{inner: producer(), mb: &mb} }
 	return actor.PropsFromProducer(wrapped, opts...)
 }

@@ -1,12 +1,12 @@
-// Package config owns the broker's configuration: the knob names and
-// defaults of the spec, loaded from a YAML file, FELIX_* environment variables
+// Package config owns the broker's configuration: the knob names and their
+// defaults, loaded from a YAML file, FELIX_* environment variables
 // and command-line flags, in that order of precedence (flags win).
 package config
 
 import "time"
 
 // Config is the broker's effective configuration. YAML keys and FELIX_*
-// variables use the spec's knob names (the yaml tag; the variable is
+// variables use the knob names (the yaml tag; the variable is
 // FELIX_ + upper-case tag). The zero Config is not valid on its own: start
 // from Default() or Load().
 //
@@ -19,13 +19,20 @@ type Config struct {
 	// DataDir holds the generated TLS certificate and key, metadata.db (the
 	// stream definitions) and the durable streams' logs under streams/.
 	DataDir string `yaml:"data_dir" help:"folder for the generated TLS certificate and key, metadata.db (stream definitions) and the durable streams' logs (streams/)"`
-	// AddrFile, when set, receives the bound address once the broker accepts connections.
-	AddrFile string `yaml:"addr_file" help:"write the bound address to this file once the broker accepts connections; empty writes none"`
+	// AddrFile, when set, receives the bound address once the broker
+	// serves: at start, or for a cluster member once it joined the cluster.
+	AddrFile string `yaml:"addr_file" help:"write the bound address to this file once the broker serves (a cluster member: once it joined the cluster); empty writes none"`
 	// Admin is the admin HTTP address (/metrics, /live, /ready, /debug).
 	// Empty turns the endpoint off. Loopback by default: /metrics and the
 	// probes are open; /debug needs a token with node.view (chaos
 	// node.manage).
 	Admin string `yaml:"admin" help:"admin HTTP address: /metrics, /live, /ready open, /debug with a token granting node.view (chaos node.manage); empty turns it off"`
+	// AdminAllowedHosts names the hosts the admin endpoint answers to,
+	// besides localhost and IP addresses: a comma-separated list of names
+	// (any port). A request whose Host header is another name is refused,
+	// so a web page whose name was rebound to the broker's address cannot
+	// read it. Empty, the default: none beyond those.
+	AdminAllowedHosts string `yaml:"admin_allowed_hosts" help:"comma-separated host names the admin endpoint answers to besides localhost and IP addresses (any port); other Host headers are refused (DNS rebinding); empty: none"`
 	// Chaos enables the admin endpoint's chaos routes, which crash or stop
 	// actors on request. Off by default, so a stray request cannot crash a
 	// production broker.
@@ -34,6 +41,13 @@ type Config struct {
 	// endpoint under /debug/pprof/, to a node.view token. Off by default:
 	// a profile costs CPU while it runs.
 	Pprof bool `yaml:"pprof" help:"serve Go's runtime profiles (net/http/pprof) on the admin endpoint under /debug/pprof/ (needs a node.view token)"`
+	// MetricsStreams names the streams that get metric series of their
+	// own (acked records, ack latency, durable shards' offsets): a
+	// comma-separated list of tenant/namespace/stream patterns, each part
+	// a name or *. Empty, the default: none, so the series' count does not
+	// grow with the streams. At most 256 streams get their own; later ones
+	// share series labelled _other.
+	MetricsStreams string `yaml:"metrics_streams" help:"streams with metric series of their own: comma-separated tenant/namespace/stream patterns, each part a name or * (at most 256 streams; later ones are labelled _other); empty: none"`
 	// LogLevel is a zerolog level name: trace, debug, info, warn, error.
 	LogLevel string `yaml:"log_level" help:"log level"`
 	// Auth is how clients authenticate: "jwt" (signed tokens, the default;
@@ -71,12 +85,29 @@ type Config struct {
 	// freed. A stream idle between frames has no deadline.
 	FrameReadTimeout time.Duration `yaml:"frame_read_timeout_ms" help:"how long a frame may take to arrive once its first byte has; past it the broker resets the stream"`
 
-	// MaxClientConnections bounds the broker's open client connections
-	// (8192); the next one is refused limit_exceeded. 0 = no bound.
-	MaxClientConnections int `yaml:"max_client_connections" help:"open client connections the broker accepts; past it a new connection is refused limit_exceeded; 0 = no bound"`
-	// MaxConnectionsPerIP bounds open connections from one IP address
-	// (512). 0 = no bound.
-	MaxConnectionsPerIP int `yaml:"max_connections_per_ip" help:"open client connections from one IP address; past it a new one is refused limit_exceeded; 0 = no bound"`
+	// MaxClientConnections bounds the broker's authenticated client
+	// connections, felix/1 and Kafka together (8192); the next one is
+	// refused limit_exceeded at its authentication. 0 = no bound.
+	MaxClientConnections int `yaml:"max_client_connections" help:"authenticated client connections the broker serves; past it an authentication is refused limit_exceeded; 0 = no bound"`
+	// MaxConnectionsPerIP bounds authenticated connections from one IP
+	// address (512). 0 = no bound.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip" help:"authenticated client connections from one IP address; past it an authentication is refused limit_exceeded; 0 = no bound"`
+	// MaxPreAuthConnections bounds connections that have not authenticated
+	// yet, apart from the authenticated ones (1024); at the bound the
+	// oldest of them is closed to admit a new one. 0 = no bound.
+	MaxPreAuthConnections int `yaml:"max_preauth_connections" help:"connections not yet authenticated, in a pool of their own; at the bound the oldest is closed to admit a new one; 0 = no bound"`
+	// MaxPreAuthConnectionsPerIP bounds those from one IP address (64);
+	// past it a new connection is refused limit_exceeded. 0 = no bound.
+	MaxPreAuthConnectionsPerIP int `yaml:"max_preauth_connections_per_ip" help:"connections not yet authenticated from one IP address; past it a new one is refused limit_exceeded; 0 = no bound"`
+	// AuthFailureBurst is how many failed authentications (felix/1 auth
+	// and re-authentication, Kafka SASL) one address may have checked
+	// before it is throttled (10); AuthFailureInterval gives one back (1 s);
+	// AuthFailureMaxAddresses bounds the addresses remembered (16384).
+	// A throttled address is refused overloaded (auth_throttled) without a
+	// check. 0 burst = off.
+	AuthFailureBurst        int           `yaml:"auth_failure_burst" help:"failed authentications one address may have checked before it is refused overloaded (auth_throttled) without a check; 0 = off"`
+	AuthFailureInterval     time.Duration `yaml:"auth_failure_interval_ms" help:"one failed authentication is forgiven per address every interval (the sustained rate of checks a throttled address gets)"`
+	AuthFailureMaxAddresses int           `yaml:"auth_failure_max_addresses" help:"addresses the failed-authentication limiter remembers; when full, the one that failed longest ago is forgotten"`
 	// TenantPublishBytesPerSec is each tenant's publish rate in payload
 	// bytes, with a burst of one second's worth; past it a publish is
 	// refused overloaded (tenant_quota). 0 = off.
@@ -120,8 +151,8 @@ type Config struct {
 	// SubscriberLaneQueueDepth bounds each lane mailbox (64).
 	SubscriberLaneQueueDepth int `yaml:"subscriber_lane_queue_depth" help:"deliveries waiting in one writer lane"`
 	// SubscriberLaneQueuePolicy is block: a full lane makes the feeder wait.
-	// The reference's drop_new is refused (a shared hop must not drop for
-	// subscribers that keep up).
+	// drop_new is refused (a shared hop must not drop for subscribers that
+	// keep up).
 	SubscriberLaneQueuePolicy string `yaml:"subscriber_lane_queue_policy" help:"what a full writer lane does: block (the feeder waits; lanes never drop)"`
 	// SubscriberLaneShard is auto, subscriber_id_hash, connection_id_hash or round_robin_pin.
 	SubscriberLaneShard string `yaml:"subscriber_lane_shard" help:"how subscriptions are spread over the writer lanes"`
@@ -154,6 +185,10 @@ type Config struct {
 	// DurableRetentionInterval is how often each durable shard enforces
 	// retention (10 s).
 	DurableRetentionInterval time.Duration `yaml:"durable_retention_interval_ms" help:"how often each durable shard applies retention"`
+	// CacheResumeWindow keeps a durable cache's records newer than this
+	// out of compaction, so a watcher can resume past them (1 h; 0: no
+	// window, every record in a sealed segment may be compacted).
+	CacheResumeWindow time.Duration `yaml:"cache_resume_window_ms" help:"a durable cache's records newer than this are never compacted, so a watch resumes past them; 0 = no window"`
 
 	// ReplayRingRecords and ReplayRingMaxBytes bound each shard's ring (1024, 64 MiB).
 	ReplayRingRecords  int   `yaml:"replay_ring_records" help:"records each shard keeps in its replay ring (what --from earliest replays on an in-memory stream)"`
@@ -166,7 +201,7 @@ type Config struct {
 	// an eighth of the machine's memory; 0 = off).
 	ReplayRingMaxBytesTotal int64 `yaml:"replay_ring_max_bytes_total" help:"payload bytes in every shard's replay ring together; default an eighth of the machine's memory; 0 = off"`
 
-	// Consumer groups (issue #15; reference §5.6). A claim not settled
+	// Consumer groups. A claim not settled
 	// within GroupVisibilityTimeout is handed out again; after
 	// GroupMaxAttempts hand-outs a record is a dead letter.
 	GroupVisibilityTimeout time.Duration `yaml:"group_visibility_timeout_ms" help:"how long a consumer group's claim on a record lasts before the record is handed out again (a poll may ask for another)"`
@@ -178,8 +213,8 @@ type Config struct {
 
 	// Cluster mode: set ClusterEtcd and the broker joins a cluster whose
 	// membership, stream definitions and shard owners live in etcd (see
-	// ARCHITECTURE.md, "The cluster"). Empty: a single broker.
-	ClusterEtcd string `yaml:"cluster_etcd" help:"join a cluster: comma-separated etcd client URLs (http://host:2379,...); empty runs a single broker"`
+	// the cluster package doc). Empty: a single broker.
+	ClusterEtcd string `yaml:"cluster_etcd" help:"join a cluster: comma-separated etcd client URLs, one scheme (https://host:2379,...; http:// only on loopback unless cluster_etcd_allow_plaintext); empty runs a single broker"`
 	// ClusterName names the cluster; members of one etcd prefix must agree.
 	ClusterName string `yaml:"cluster_name" help:"the cluster's name; a broker whose name differs from the one in etcd under cluster_etcd_prefix is refused at join"`
 	// ClusterEtcdPrefix is the etcd key prefix the cluster keeps its state under.
@@ -207,6 +242,32 @@ type Config struct {
 	ClusterTLSCA   string `yaml:"cluster_tls_ca" help:"PEM CA file members' peer certificates must chain to; with cluster_tls_cert and cluster_tls_key it starts the peer link (felix cluster certs makes all three)"`
 	ClusterTLSCert string `yaml:"cluster_tls_cert" help:"PEM certificate this member presents on the peer link, signed by cluster_tls_ca, with both serverAuth and clientAuth extended key usages"`
 	ClusterTLSKey  string `yaml:"cluster_tls_key" help:"PEM private key of cluster_tls_cert"`
+	// ClusterEtcdTLSCA makes the member's etcd client speak TLS and verify
+	// etcd's certificate against this CA; with https:// endpoints and no
+	// CA, the system's roots. ClusterEtcdTLSCert and ClusterEtcdTLSKey are
+	// the client certificate it presents (etcd's --client-cert-auth).
+	ClusterEtcdTLSCA   string `yaml:"cluster_etcd_tls_ca" help:"PEM CA file etcd's server certificate must chain to; set, the member speaks TLS to etcd and cluster_etcd must be https://"`
+	ClusterEtcdTLSCert string `yaml:"cluster_etcd_tls_cert" help:"PEM client certificate (clientAuth) the member presents to etcd, for etcd's --client-cert-auth; set with cluster_etcd_tls_key (a felix cluster certs member certificate does)"`
+	ClusterEtcdTLSKey  string `yaml:"cluster_etcd_tls_key" help:"PEM private key of cluster_etcd_tls_cert"`
+	// ClusterEtcdUser and ClusterEtcdPasswordFile log the member in to an
+	// etcd with auth enabled. The password is only ever read from the
+	// file, so it is in no command line, environment or --print-config.
+	ClusterEtcdUser         string `yaml:"cluster_etcd_user" help:"etcd user the member logs in as (etcd auth enable); set with cluster_etcd_password_file"`
+	ClusterEtcdPasswordFile string `yaml:"cluster_etcd_password_file" help:"file holding cluster_etcd_user's password (its first line; read at start)"`
+	// ClusterEtcdAllowPlaintext accepts http:// endpoints on hosts that are
+	// not loopback, which are refused otherwise.
+	ClusterEtcdAllowPlaintext bool `yaml:"cluster_etcd_allow_plaintext" help:"accept http:// cluster_etcd endpoints on hosts other than loopback: anyone on the path can read and rewrite the cluster's state"`
+	// The browser front end (package webfront): WebSocket, off unless
+	// BrowserListen is set. BrowserTLS serves wss:// with the felix/1
+	// certificate; BrowserAllowedOrigins are the page origins besides the
+	// admin endpoint's own that may connect.
+	BrowserListen         string `yaml:"browser_listen" help:"WebSocket listener for browsers, host:port (e.g. 127.0.0.1:7380); empty: no browser front end"`
+	BrowserTLS            bool   `yaml:"browser_tls" help:"serve wss:// on browser_listen with the broker's certificate (tls_cert/tls_key; a browser refuses the self-signed default)"`
+	BrowserAllowedOrigins string `yaml:"browser_allowed_origins" help:"comma-separated page origins (scheme://host[:port]) allowed to connect to browser_listen besides the admin endpoint's own pages; empty: none"`
+	// BrowserWebTransportListen serves the same front end over WebTransport
+	// (HTTP/3) on a UDP port of its own, beside browser_listen's WebSocket,
+	// which stays the fallback and so must be set too.
+	BrowserWebTransportListen string `yaml:"browser_webtransport_listen" help:"WebTransport (HTTP/3) listener for browsers, UDP host:port (e.g. 127.0.0.1:7381), beside browser_listen (required with it); with the self-signed default certificate it serves a short-lived one whose hash the admin endpoint's /ui/config gives pages; empty: no WebTransport"`
 	// The Kafka listener (package kafka): off unless KafkaListen is set.
 	// KafkaListen is its TCP address; KafkaAdvertise the host:port Metadata
 	// gives clients (empty: the bound address).
@@ -220,14 +281,38 @@ type Config struct {
 	// an unknown topic.
 	KafkaAutoCreateTopics string `yaml:"kafka_auto_create_topics" help:"a Produce to an unknown topic: refuse (UNKNOWN_TOPIC_OR_PARTITION) or create (a durable stream of kafka_auto_create_shards shards)"`
 	KafkaAutoCreateShards int    `yaml:"kafka_auto_create_shards" help:"shards (partitions) of a durable stream the Kafka listener creates for an unknown topic"`
+	// KafkaDefaultNamespace is the namespace of a Kafka topic named
+	// without a '.' (default); a topic with one is <namespace>.<stream>.
+	KafkaDefaultNamespace string `yaml:"kafka_default_namespace" help:"namespace of a Kafka topic named without a '.' (orders is <this>.orders; a stream of this namespace is listed under its bare name); a Felix name with no '.' and not starting __"`
 	// KafkaAnonymousTenant serves Kafka clients that skip SASL as this
 	// tenant, with full rights on it; empty requires SASL/PLAIN.
 	KafkaAnonymousTenant string `yaml:"kafka_anonymous_tenant" help:"serve Kafka clients that do not authenticate as this tenant, with every right on it; empty requires SASL/PLAIN (username = tenant, password = token)"`
 	// KafkaMaxRequestBytes bounds one Kafka request (8 MiB);
-	// KafkaMaxBatchBytes one partition's batch once decompressed (16 MiB).
-	KafkaMaxRequestBytes int64 `yaml:"kafka_max_request_bytes" help:"largest Kafka request frame; a larger one closes the connection before it is read"`
-	KafkaMaxBatchBytes   int64 `yaml:"kafka_max_batch_bytes" help:"largest record batch once decompressed; a larger one (a decompression bomb) is refused MESSAGE_TOO_LARGE"`
+	// KafkaMaxBatchBytes one partition's batch, as sent and once
+	// decompressed (16 MiB).
+	KafkaMaxRequestBytes int64 `yaml:"kafka_max_request_bytes" help:"largest Kafka request frame; a larger one closes the connection before it is read (as Kafka does), logged at warn"`
+	KafkaMaxBatchBytes   int64 `yaml:"kafka_max_batch_bytes" help:"largest record batch, as sent and once decompressed; a larger one (a decompression bomb) is refused MESSAGE_TOO_LARGE"`
 	// KafkaMaxInflight bounds the requests a Kafka connection has read and
 	// not answered (16).
 	KafkaMaxInflight int `yaml:"kafka_max_inflight" help:"requests one Kafka connection may have read and not yet answered; it reads no further until one is answered"`
+	// KafkaMaxRequestDecompressedBytes bounds one Produce's records once
+	// decompressed, every batch together (32 MiB): the per-batch bound
+	// alone lets one request of many partitions inflate many times over.
+	KafkaMaxRequestDecompressedBytes int64 `yaml:"kafka_max_request_decompressed_bytes" help:"largest total of one Kafka Produce's record batches once decompressed, every partition together; past it the request is refused RECORD_LIST_TOO_LARGE"`
+	// KafkaFetchMaxBytes caps one Fetch answer's records (50 MiB, the
+	// Java consumer's fetch.max.bytes default); a request asking more gets
+	// this. KafkaMaxInflightFetchBytes bounds the Fetch answers one
+	// connection has being built or waiting to be written (64 MiB).
+	KafkaFetchMaxBytes         int64 `yaml:"kafka_fetch_max_bytes" help:"most record bytes one Kafka Fetch answer carries, whatever the request's max_bytes (at least one batch is always sent, as Kafka does)"`
+	KafkaMaxInflightFetchBytes int64 `yaml:"kafka_max_inflight_fetch_bytes" help:"Fetch answer bytes one Kafka connection may have being built or not yet written; a further Fetch waits for earlier answers to be written"`
+	// KafkaMaxInflightRequestBytes bounds the request bytes one connection
+	// has read (or is reading) and not yet answered (16 MiB, at least
+	// kafka_max_request_bytes).
+	KafkaMaxInflightRequestBytes int64 `yaml:"kafka_max_inflight_request_bytes" help:"request bytes one Kafka connection may have read and not yet answered; it reads no further until earlier requests are answered"`
+	// KafkaRequestReadTimeout bounds reading one request once its first
+	// byte has arrived (30 s); KafkaIdleTimeout closes a connection that
+	// starts no request for that long (10 min, Kafka's
+	// connections.max.idle.ms).
+	KafkaRequestReadTimeout time.Duration `yaml:"kafka_request_read_timeout_ms" help:"close a Kafka connection whose request has not fully arrived this long after its first byte"`
+	KafkaIdleTimeout        time.Duration `yaml:"kafka_idle_timeout_ms" help:"close a Kafka connection that starts no request for this long"`
 }

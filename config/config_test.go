@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,10 +122,10 @@ func TestLoadEnvValues(t *testing.T) {
 	wantErrContains(t, LoadEnv([]string{"FELIX_PUB_QUEUE_DEPTH=x"}, &c), "FELIX_PUB_QUEUE_DEPTH: bad integer")
 }
 
-// TestQuotaKnobsUseReferenceNames: the reference's FELIX_* names for the
-// security limits (notes/felix-reference.md §7) load as they are, and the
+// TestQuotaKnobNames: the FELIX_* names of the security limits
+// (FELIX_MAX_CLIENT_CONNECTIONS and the others) load as they are, and the
 // byte rate takes a size like the other *_bytes knobs.
-func TestQuotaKnobsUseReferenceNames(t *testing.T) {
+func TestQuotaKnobNames(t *testing.T) {
 	c := Default()
 	err := LoadEnv([]string{
 		"FELIX_MAX_CLIENT_CONNECTIONS=100",
@@ -133,13 +134,18 @@ func TestQuotaKnobsUseReferenceNames(t *testing.T) {
 		"FELIX_TENANT_PUBLISH_MSGS_PER_SEC=5000",
 		"FELIX_TENANT_MAX_STREAMS=50",
 		"FELIX_TENANT_MAX_SUBSCRIPTIONS=200",
+		"FELIX_MAX_PREAUTH_CONNECTIONS=30",
+		"FELIX_MAX_PREAUTH_CONNECTIONS_PER_IP=3",
+		"FELIX_AUTH_FAILURE_BURST=4",
+		"FELIX_AUTH_FAILURE_MAX_ADDRESSES=99",
 	}, &c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := []int64{int64(c.MaxClientConnections), int64(c.MaxConnectionsPerIP), c.TenantPublishBytesPerSec,
-		c.TenantPublishMsgsPerSec, int64(c.TenantMaxStreams), int64(c.TenantMaxSubscriptions)}
-	if want := []int64{100, 10, 1 << 20, 5000, 50, 200}; !reflect.DeepEqual(got, want) {
+		c.TenantPublishMsgsPerSec, int64(c.TenantMaxStreams), int64(c.TenantMaxSubscriptions),
+		int64(c.MaxPreAuthConnections), int64(c.MaxPreAuthConnectionsPerIP), int64(c.AuthFailureBurst), int64(c.AuthFailureMaxAddresses)}
+	if want := []int64{100, 10, 1 << 20, 5000, 50, 200, 30, 3, 4, 99}; !reflect.DeepEqual(got, want) {
 		t.Errorf("quota knobs from FELIX_* = %v, want %v", got, want)
 	}
 }
@@ -166,6 +172,40 @@ func TestPrecedence(t *testing.T) {
 	if c.PubQueueDepth != 10 || c.PublishWindow != 20 || c.FanoutBatchSize != 30 {
 		t.Errorf("then flags: got %d, %d, %d; want 10, 20, 30", c.PubQueueDepth, c.PublishWindow, c.FanoutBatchSize)
 	}
+}
+
+// TestKafkaDefaultNamespaceSources: kafka_default_namespace is "default"
+// unless the file, the environment or a flag says otherwise, in that
+// order.
+func TestKafkaDefaultNamespaceSources(t *testing.T) {
+	if got := Default().KafkaDefaultNamespace; got != "default" {
+		t.Errorf("Default().KafkaDefaultNamespace = %q, want \"default\"", got)
+	}
+	c, err := Load(writeFile(t, "kafka_default_namespace: apps\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KafkaDefaultNamespace != "apps" {
+		t.Errorf("from the file: got %q, want \"apps\"", c.KafkaDefaultNamespace)
+	}
+	c, err = Load(writeFile(t, "kafka_default_namespace: apps\n"), []string{"FELIX_KAFKA_DEFAULT_NAMESPACE=prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KafkaDefaultNamespace != "prod" {
+		t.Errorf("from the environment: got %q, want \"prod\"", c.KafkaDefaultNamespace)
+	}
+	fs := pflag.NewFlagSet("felix", pflag.ContinueOnError)
+	flags := RegisterFlags(fs)
+	if err := fs.Parse([]string{"--kafka-default-namespace=edge"}); err != nil {
+		t.Fatal(err)
+	}
+	flags.Apply(&c)
+	if c.KafkaDefaultNamespace != "edge" {
+		t.Errorf("from the flag: got %q, want \"edge\"", c.KafkaDefaultNamespace)
+	}
+	_, err = Load(writeFile(t, "kafka_default_namespace: a.b\n"), nil)
+	wantErrContains(t, err, "kafka_default_namespace")
 }
 
 func TestFlags(t *testing.T) {
@@ -196,7 +236,7 @@ func TestFlags(t *testing.T) {
 }
 
 // TestFlagUsageDescribesEveryKnob: each knob flag's usage says what the knob
-// does, not only its unit, choices and variable (issue #9).
+// does, not only its unit, choices and variable.
 func TestFlagUsageDescribesEveryKnob(t *testing.T) {
 	fs := pflag.NewFlagSet("felix", pflag.ContinueOnError)
 	RegisterFlags(fs)
@@ -252,8 +292,20 @@ func TestValidateRefuses(t *testing.T) {
 		{func(c *Config) { c.PreAuthMaxFrameBytes = 0 }, "pre_auth_max_frame_bytes"},
 		{func(c *Config) { c.PreAuthMaxFrameBytes = c.MaxFrameBytes + 1 }, "pre_auth_max_frame_bytes"},
 		{func(c *Config) { c.AuthTimeout = 0 }, "auth_timeout_ms"},
+		{func(c *Config) { c.KafkaMaxRequestDecompressedBytes = c.KafkaMaxBatchBytes - 1 }, "kafka_max_request_decompressed_bytes"},
+		{func(c *Config) { c.KafkaFetchMaxBytes = 0 }, "kafka_fetch_max_bytes"},
+		{func(c *Config) { c.KafkaFetchMaxBytes = 2 << 30 }, "kafka_fetch_max_bytes"},
+		{func(c *Config) { c.KafkaMaxInflightFetchBytes = c.KafkaFetchMaxBytes - 1 }, "kafka_max_inflight_fetch_bytes"},
+		{func(c *Config) { c.KafkaMaxInflightRequestBytes = c.KafkaMaxRequestBytes - 1 }, "kafka_max_inflight_request_bytes"},
+		{func(c *Config) { c.KafkaRequestReadTimeout = 0 }, "kafka_request_read_timeout_ms"},
+		{func(c *Config) { c.KafkaIdleTimeout = 0 }, "kafka_idle_timeout_ms"},
 		{func(c *Config) { c.MaxClientConnections = -1 }, "max_client_connections"},
 		{func(c *Config) { c.MaxConnectionsPerIP = -1 }, "max_connections_per_ip"},
+		{func(c *Config) { c.MaxPreAuthConnections = -1 }, "max_preauth_connections"},
+		{func(c *Config) { c.MaxPreAuthConnectionsPerIP = -1 }, "max_preauth_connections_per_ip"},
+		{func(c *Config) { c.AuthFailureBurst = -1 }, "auth_failure_burst"},
+		{func(c *Config) { c.AuthFailureInterval = 0 }, "auth_failure_interval_ms"},
+		{func(c *Config) { c.AuthFailureMaxAddresses = 0 }, "auth_failure_max_addresses"},
 		{func(c *Config) { c.TenantPublishBytesPerSec = -1 }, "tenant_publish_bytes_per_sec"},
 		{func(c *Config) { c.TenantPublishMsgsPerSec = -1 }, "tenant_publish_msgs_per_sec"},
 		{func(c *Config) { c.TenantMaxStreams = -1 }, "tenant_max_streams"},
@@ -279,6 +331,10 @@ func TestValidateRefuses(t *testing.T) {
 		{func(c *Config) { c.FanoutBatchSize = -1 }, "fanout_batch_size"},
 		{func(c *Config) { c.ReplayRingRecords = 0 }, "replay_ring_records"},
 		{func(c *Config) { c.ReplayRingMaxBytes = -1 }, "replay_ring_max_bytes"},
+		{func(c *Config) { c.KafkaDefaultNamespace = "" }, "kafka_default_namespace"},
+		{func(c *Config) { c.KafkaDefaultNamespace = "a.b" }, "kafka_default_namespace"},
+		{func(c *Config) { c.KafkaDefaultNamespace = "__kafka" }, "kafka_default_namespace"},
+		{func(c *Config) { c.KafkaDefaultNamespace = "a/b" }, "kafka_default_namespace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.wantKey, func(t *testing.T) {
@@ -292,7 +348,7 @@ func TestValidateRefuses(t *testing.T) {
 	}
 }
 
-// TestLaneDropNewRefused: the reference's lane policy drop_new lost batches
+// TestLaneDropNewRefused: a lane policy drop_new lost batches
 // of subscribers that kept up (a lane is shared); it is refused, saying why.
 func TestLaneDropNewRefused(t *testing.T) {
 	c := Default()
@@ -493,7 +549,7 @@ func TestRingTotalDefaultsToAShareOfMemory(t *testing.T) {
 
 // TestOverflowingKnobsRefused: a bare integer times its unit that does not
 // fit in a time.Duration, or a byte size past int64, is refused naming the
-// knob and the range, never wrapped (issue 11: 18446744073710 ms of
+// knob and the range, never wrapped (18446744073710 ms of
 // retention wrapped to 0.45 ms and deleted the stream's records). The same
 // holds for every source: file, environment and flags share knob.set.
 func TestOverflowingKnobsRefused(t *testing.T) {
@@ -518,4 +574,85 @@ func TestOverflowingKnobsRefused(t *testing.T) {
 			wantErrContains(t, err, append([]string{tt.key}, tt.wants...)...)
 		})
 	}
+}
+
+// TestAdminAllowedHosts: the admin endpoint's extra host names come from
+// the file, a variable or the flag, as a trimmed list; a name with a
+// scheme, port or path is refused saying what is wanted.
+func TestAdminAllowedHosts(t *testing.T) {
+	c, err := Load(writeFile(t, "admin_allowed_hosts: \"a.internal, b.internal,\"\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.AdminHosts(); !slices.Equal(got, []string{"a.internal", "b.internal"}) {
+		t.Errorf("from YAML: AdminHosts() = %q, want [a.internal b.internal]", got)
+	}
+	if c, err = Load("", []string{"FELIX_ADMIN_ALLOWED_HOSTS=env.internal"}); err != nil || c.AdminAllowedHosts != "env.internal" {
+		t.Errorf("from the environment: %q, %v; want env.internal", c.AdminAllowedHosts, err)
+	}
+	fs := pflag.NewFlagSet("felix", pflag.ContinueOnError)
+	flags := RegisterFlags(fs)
+	if err := fs.Parse([]string{"--admin-allowed-hosts", "flag.internal"}); err != nil {
+		t.Fatal(err)
+	}
+	flags.Apply(&c)
+	if c.AdminAllowedHosts != "flag.internal" {
+		t.Errorf("from the flag: %q, want flag.internal", c.AdminAllowedHosts)
+	}
+	if d := Default(); d.AdminAllowedHosts != "" {
+		t.Errorf("default admin_allowed_hosts = %q, want empty", d.AdminAllowedHosts)
+	}
+	for _, bad := range []string{"http://a.internal", "a.internal:5080", "a.internal/x", "a b"} {
+		c := Default()
+		c.AdminAllowedHosts = bad
+		wantErrContains(t, c.Validate(), "config: admin_allowed_hosts: ", "without scheme or port")
+	}
+}
+
+// TestBrowserKnobs: browser_allowed_origins comes from the file, a
+// variable or the flag as a trimmed list, defaults to none, and refuses
+// what is not an origin; browser_listen must be host:port.
+func TestBrowserKnobs(t *testing.T) {
+	c, err := Load(writeFile(t, "browser_listen: 127.0.0.1:7380\nbrowser_allowed_origins: \"https://a.example, http://localhost:8080,\"\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.BrowserOrigins(); c.BrowserListen != "127.0.0.1:7380" || !slices.Equal(got, []string{"https://a.example", "http://localhost:8080"}) {
+		t.Errorf("from YAML: listen %q, origins %q; want 127.0.0.1:7380, [https://a.example http://localhost:8080]", c.BrowserListen, got)
+	}
+	if c, err = Load("", []string{"FELIX_BROWSER_ALLOWED_ORIGINS=https://env.example"}); err != nil || c.BrowserAllowedOrigins != "https://env.example" {
+		t.Errorf("from the environment: %q, %v; want https://env.example", c.BrowserAllowedOrigins, err)
+	}
+	fs := pflag.NewFlagSet("felix", pflag.ContinueOnError)
+	flags := RegisterFlags(fs)
+	if err := fs.Parse([]string{"--browser-allowed-origins", "https://flag.example", "--browser-listen", ":7380", "--browser-webtransport-listen", ":7381"}); err != nil {
+		t.Fatal(err)
+	}
+	flags.Apply(&c)
+	if c.BrowserAllowedOrigins != "https://flag.example" || c.BrowserListen != ":7380" || c.BrowserWebTransportListen != ":7381" {
+		t.Errorf("from the flags: %q %q %q, want https://flag.example :7380 :7381", c.BrowserAllowedOrigins, c.BrowserListen, c.BrowserWebTransportListen)
+	}
+	if d := Default(); d.BrowserAllowedOrigins != "" || d.BrowserListen != "" {
+		t.Errorf("defaults: origins %q, listen %q; want both empty (off, no origin)", d.BrowserAllowedOrigins, d.BrowserListen)
+	}
+	for _, bad := range []string{"a.example", "https://a.example/app", "ftp://a.example", "https://", "https://a.example?x=1"} {
+		c := Default()
+		c.BrowserAllowedOrigins = bad
+		wantErrContains(t, c.Validate(), "config: browser_allowed_origins: ", "want comma-separated origins")
+	}
+	c = Default()
+	c.BrowserListen = "7380"
+	wantErrContains(t, c.Validate(), "config: browser_listen: ", "host:port")
+
+	c = Default()
+	if c.BrowserWebTransportListen != "" {
+		t.Errorf("default browser_webtransport_listen %q, want empty (off)", c.BrowserWebTransportListen)
+	}
+	if c, err = Load("", []string{"FELIX_BROWSER_WEBTRANSPORT_LISTEN=127.0.0.1:7381", "FELIX_BROWSER_LISTEN=127.0.0.1:7380"}); err != nil || c.BrowserWebTransportListen != "127.0.0.1:7381" {
+		t.Errorf("browser_webtransport_listen from the environment: %q, %v; want 127.0.0.1:7381", c.BrowserWebTransportListen, err)
+	}
+	c.BrowserListen = ""
+	wantErrContains(t, c.Validate(), "config: browser_webtransport_listen: ", "needs browser_listen")
+	c.BrowserListen, c.BrowserWebTransportListen = "127.0.0.1:7380", "7381"
+	wantErrContains(t, c.Validate(), "config: browser_webtransport_listen: ", "host:port")
 }

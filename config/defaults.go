@@ -9,9 +9,6 @@ const (
 	gib int64 = 1 << 30
 )
 
-// Default returns the spec's defaults. Each value names where it comes from:
-// "spec" is shared/spec (Publish/Subscribe, Internals: Subscribe & Fanout),
-// "reference" is the Rust broker's knob tables in shared/notes/felix-reference.md.
 // defaultRingTotal is replay_ring_max_bytes_total's default: an eighth of
 // the machine's memory, so many idle rings cannot pin the broker's memory
 // (one client pinned 2.7 GB with 40 streams and no subscriber when it was
@@ -24,99 +21,130 @@ func defaultRingTotal() int64 {
 	return max(mem/8, 64*mib)
 }
 
+// Default returns the defaults: what a broker runs with when a key is not
+// set in the file, the environment or the flags. A comment says why a value
+// is what it is where that is not the knob's own help text.
 func Default() Config {
 	c := Config{
-		// reference §3.1 quic_bind is 0.0.0.0:5000; loopback here until auth
-		// exists, so a development broker is not open to the network.
+		// Loopback, so a development broker is not open to the network;
+		// a deployment names its address.
 		Listen:  "127.0.0.1:5000",
 		DataDir: "./felix-data",
-		// Loopback: the admin endpoint's metrics and probes are open (issue 3).
+		// Loopback: the admin endpoint's metrics and probes are open.
 		Admin:        "127.0.0.1:5080",
 		Auth:         "jwt",
 		AuthAudience: "felix",
 
-		DurableFsync:        "periodic",             // reference §5.3 (default policy)
-		DurableSyncInterval: 250 * time.Millisecond, // reference §5.3 FELIX_DURABLE_FSYNC_INTERVAL_MS
-		DurableSegmentBytes: 256 * mib,              // reference §5.3 FELIX_DURABLE_SEGMENT_BYTES
-		// Ours (issue 11): each durable shard held 4 descriptors for ever; a
+		DurableFsync:        "periodic",
+		DurableSyncInterval: 250 * time.Millisecond,
+		DurableSegmentBytes: 256 * mib,
+		// Without a bound each open durable shard holds 4 descriptors; a
 		// quarter of a common 16384 limit leaves the rest to everything else.
 		DurableMaxOpenFiles: 4096,
-		// Ours: whole segments go at once, so a check every 10 s is plenty.
+		// Whole segments go at once, so a check every 10 s is plenty.
 		DurableRetentionInterval: 10 * time.Second,
-		LogLevel:                 "info",
+		// An hour of writes stays whole: a watcher that reconnects within
+		// it resumes from its version instead of a snapshot.
+		CacheResumeWindow: time.Hour,
+		LogLevel:          "info",
 		// AddrFile, TLSCert and TLSKey stay empty: no address file, and a
 		// self-signed certificate generated into DataDir.
 
-		MaxFrameBytes:        int(16 * mib),    // reference §3.1 Frames / acks: max_frame_bytes
-		PreAuthMaxFrameBytes: int(64 * kib),    // reference §7 Security limits: pre-auth frame cap
-		AuthTimeout:          10 * time.Second, // reference §7 Security limits: FELIX_AUTH_TIMEOUT_MS
-		// Ours (issue #11): a slow link still moves a 16 MiB frame in 10 s
-		// at 13 Mbit/s, and a trickling client pins a stream for no longer.
-		FrameReadTimeout: 10 * time.Second,
+		PubQueueDepth:           64,
+		PublishQueueWaitTimeout: 2000 * time.Millisecond,
+		PublishWindow:           256,
 
-		MaxClientConnections: 8192, // reference §7 Security limits: FELIX_MAX_CLIENT_CONNECTIONS
-		MaxConnectionsPerIP:  512,  // reference §7 Security limits: FELIX_MAX_CONNECTIONS_PER_IP
-		// TenantPublishBytesPerSec, TenantPublishMsgsPerSec: 0, off (reference
-		// §7 Security limits). TenantMaxStreams, TenantMaxSubscriptions: 0,
-		// off (ours; the reference has no default to copy).
-
-		PubQueueDepth:           64,                      // spec: Publish/Subscribe, Isolation and backpressure; reference §3.1
-		PublishQueueWaitTimeout: 2000 * time.Millisecond, // spec: Publish/Subscribe, Isolation and backpressure; reference §3.1
-		PublishWindow:           256,                     // spec: Publish/Subscribe, Acked publishes are pipelined
-
-		SubscriberQueueCapacity:    512,  // spec: Publish/Subscribe, Choosing a queue size ("the 512 default")
-		SubscriberQueueCapacityMax: 4096, // spec: Publish/Subscribe, Choosing a queue size
-		// spec: Publish/Subscribe, Isolation and backpressure says both 128 MiB and
-		// "the 64 MiB default" (reference §13); the design brief picks 64 MiB.
+		SubscriberQueueCapacity:       512,
+		SubscriberQueueCapacityMax:    4096,
 		SubscriberQueueMaxBytes:       64 * mib,
-		SubscriberQueueMaxBytesTotal:  0,          // spec: Publish/Subscribe, Isolation and backpressure ("off by default")
-		SubscriberQueuePolicy:         "drop_new", // spec: Publish/Subscribe, Isolation and backpressure; reference §5.1
-		SubscriberEgressMaxBytes:      256 * mib,  // spec: Publish/Subscribe, Isolation and backpressure
-		SubscriberWriterLanes:         4,          // reference §3.1 Subscribe; §5.1 isolation
-		SubscriberLaneQueueDepth:      64,         // reference §3.1 Subscribe; §5.1 isolation
-		SubscriberLaneQueuePolicy:     "block",    // the spec's drop_new lost healthy subscribers' batches (issue #11)
-		SubscriberLaneShard:           "auto",     // spec: Internals: Subscribe & Fanout, Lane assignment
-		SubscriberSingleWriterPerConn: false,      // reference §3.1 Subscribe (true is only the latency profile's choice)
+		SubscriberQueueMaxBytesTotal:  0, // off: each queue's own bound holds
+		SubscriberQueuePolicy:         "drop_new",
+		SubscriberEgressMaxBytes:      256 * mib,
+		SubscriberWriterLanes:         4,
+		SubscriberLaneQueueDepth:      64,
+		SubscriberLaneQueuePolicy:     "block", // the only choice: drop_new at a shared lane lost healthy subscribers' batches
+		SubscriberLaneShard:           "auto",
+		SubscriberSingleWriterPerConn: false, // true is only the latency profile's choice
 
-		// Ours (issue #9): outlasts a reader's pause (a GC, a slow disk);
+		// Outlasts a reader's pause (a GC, a slow disk);
 		// past it publishers see the stalled reader evicted, not a hang.
 		SubscriberBlockMaxWait: 30 * time.Second,
 
-		EventBatchMaxEvents: 64,                     // spec: Publish/Subscribe, Batching, Broker side
-		EventBatchMaxBytes:  int(64 * kib),          // spec: Publish/Subscribe, Batching, Broker side
-		EventBatchMaxDelay:  250 * time.Microsecond, // spec: Publish/Subscribe, Batching, Broker side
-		FanoutBatchSize:     64,                     // reference §3.1 Event batching
+		EventBatchMaxEvents: 64,
+		EventBatchMaxBytes:  int(64 * kib),
+		EventBatchMaxDelay:  250 * time.Microsecond,
+		FanoutBatchSize:     64,
 
-		ReplayRingRecords:  1024,     // spec: Publish/Subscribe, Isolation and backpressure (replay ring)
-		ReplayRingMaxBytes: 64 * mib, // spec: Publish/Subscribe, Isolation and backpressure (replay ring)
-		// The spec has it off; here it is on (issue #11): see defaultRingTotal.
+		ReplayRingRecords:  1024,
+		ReplayRingMaxBytes: 64 * mib,
+		// On, so idle rings cannot pin the memory: see defaultRingTotal.
 		ReplayRingMaxBytesTotal: defaultRingTotal(),
-		// Not in the reference: issue #11 (streams made by a publish were never reclaimed).
+		// Streams made by a publish were never reclaimed before this.
 		StreamIdleTimeout: 10 * time.Minute,
 	}
+	c.setAdmissionDefaults()
 	c.setGroupClusterKafkaDefaults()
 	return c
+}
+
+// setAdmissionDefaults sets the bounds on what a client may send before
+// and after its handshake, and on how many may connect and fail to log in.
+func (c *Config) setAdmissionDefaults() {
+	c.MaxFrameBytes = int(16 * mib)
+	c.PreAuthMaxFrameBytes = int(64 * kib) // an auth frame is small; nothing larger before the handshake
+	c.AuthTimeout = 10 * time.Second
+	// A slow link still moves a 16 MiB frame in 10 s
+	// at 13 Mbit/s, and a trickling client pins a stream for no longer.
+	c.FrameReadTimeout = 10 * time.Second
+
+	c.MaxClientConnections = 8192
+	c.MaxConnectionsPerIP = 512
+	// An eighth of the authenticated bound: a client authenticates
+	// within a round trip of its handshake, so the pool only has to
+	// hold the connections authenticating at once, and what a flood
+	// holds costs about 76 KiB each (8192 held 622 MB).
+	c.MaxPreAuthConnections = 1024
+	// A host opening a pool of connections at once authenticates them
+	// within milliseconds; 64 such is generous.
+	c.MaxPreAuthConnectionsPerIP = 64
+	// Ten typos, then one check a second: a client retrying with a
+	// stale token is slowed, a guesser is held to 1 check/s per
+	// address instead of the ~1,000/s a core verifies.
+	c.AuthFailureBurst = 10
+	c.AuthFailureInterval = time.Second
+	c.AuthFailureMaxAddresses = 16384
+	// TenantPublishBytesPerSec, TenantPublishMsgsPerSec, TenantMaxStreams,
+	// TenantMaxSubscriptions: 0, off: no single number fits every
+	// tenant, so an operator who wants one sets it.
 }
 
 // setGroupClusterKafkaDefaults sets the consumer groups', the cluster's and
 // the Kafka listener's defaults.
 func (c *Config) setGroupClusterKafkaDefaults() {
-	c.GroupVisibilityTimeout = 30 * time.Second // reference §5.6
-	c.GroupMaxVisibility = 12 * time.Hour       // reference §5.6
-	c.GroupMaxAttempts = 5                      // reference §5.6
-	c.GroupMaxInFlight = 10000                  // reference §5.6
-	c.GroupMaxWait = 30 * time.Second           // reference §5.6
-	// Ours: a group actor's mailbox, like a shard's, bounds the
+	c.GroupVisibilityTimeout = 30 * time.Second
+	c.GroupMaxVisibility = 12 * time.Hour
+	c.GroupMaxAttempts = 5
+	c.GroupMaxInFlight = 10000
+	c.GroupMaxWait = 30 * time.Second
+	// A group actor's mailbox, like a shard's, bounds the
 	// requests waiting for it.
 	c.GroupQueueDepth = 1024
 
 	c.ClusterName = "felix"
 	c.ClusterEtcdPrefix = "/felix"
 	c.ClusterLeaseTTL = 5 * time.Second
-	// Kafka listener off; its limits follow the reference (felix-reference.md §6).
+	// The Kafka listener is off (kafka_listen empty); its limits bound
+	// one request as read and one partition's batch once decompressed.
 	c.KafkaAutoCreateTopics = "refuse"
 	c.KafkaAutoCreateShards = 1
+	c.KafkaDefaultNamespace = "default"
 	c.KafkaMaxRequestBytes = 8 * mib
 	c.KafkaMaxBatchBytes = 16 * mib
 	c.KafkaMaxInflight = 16
+	c.KafkaMaxRequestDecompressedBytes = 32 * mib
+	c.KafkaFetchMaxBytes = 50 * mib
+	c.KafkaMaxInflightFetchBytes = 64 * mib
+	c.KafkaMaxInflightRequestBytes = 16 * mib
+	c.KafkaRequestReadTimeout = 30 * time.Second
+	c.KafkaIdleTimeout = 10 * time.Minute
 }

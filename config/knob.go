@@ -35,7 +35,7 @@ func indexKnobs(name func(knob) string) map[string]knob {
 	return m
 }
 
-// A duration key's suffix says what its integer counts (as in the spec's
+// A duration key's suffix says what its integer counts (as in
 // auth_timeout_ms), so a bare number is never ambiguous.
 var (
 	durationUnits = map[string]time.Duration{"_ms": time.Millisecond, "_us": time.Microsecond}
@@ -117,7 +117,7 @@ func (k knob) set(c *Config, s string) error {
 
 // rangeHint adds what 0 means to a range error, from the knob's help tag
 // ("0 keeps everything"): someone who wrote 584 years of retention meant
-// "for ever", and that is 0, not a larger number (issue 11).
+// "for ever", and that is 0, not a larger number.
 func (k knob) rangeHint(err error) error {
 	if !errors.Is(err, strconv.ErrRange) {
 		return err
@@ -162,7 +162,7 @@ func parseDuration(s string, unit time.Duration) (time.Duration, error) {
 		return time.Duration(n) * unit, nil
 	case errors.Is(err, strconv.ErrRange) || errors.As(err, &numErr) && numErr.Err == strconv.ErrRange:
 		// The multiplication would wrap: 18446744073710 ms once became
-		// 0.45 ms of retention (issue 11).
+		// 0.45 ms of retention.
 		return 0, fmt.Errorf("%s is out of range: at most %d %s (about 292 years, the longest duration): %w",
 			s, math.MaxInt64/int64(unit), unitName[unit], strconv.ErrRange)
 	}

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/getfelix/felix-go/wire"
 )
 
 // minFrameBytes is the smallest frame cap accepted: below it a handshake or an
@@ -18,11 +21,12 @@ const minFrameBytes = kib
 var choices = map[string][]string{
 	// zerolog's level names.
 	"log_level": {"trace", "debug", "info", "warn", "error", "fatal", "panic", "disabled"},
-	// drop_old evicts for real here; the reference only emulates it (DESIGN.md).
+	// drop_old evicts the oldest queued batch for real (not a drop_new
+	// under another name).
 	"subscriber_queue_policy": {"drop_new", "drop_old", "block"},
-	// The reference also has drop_new: a lane is shared by many
+	// No drop_new: a lane is shared by many
 	// subscriptions, and dropping there lost batches of subscribers that
-	// kept up (issue #11). Only a subscription's own queue drops.
+	// kept up. Only a subscription's own queue drops.
 	"subscriber_lane_queue_policy": {"block"},
 	"subscriber_lane_shard":        {"auto", "subscriber_id_hash", "connection_id_hash", "round_robin_pin"},
 	"kafka_auto_create_topics":     {"refuse", "create"},
@@ -38,6 +42,7 @@ func (c Config) Validate() error {
 	c.validateAuth(ck)
 	c.validateCluster(ck)
 	c.validateKafka(ck)
+	c.validateBrowser(ck)
 	c.validateGroups(ck)
 	return errors.Join(ck.errs...)
 }
@@ -94,10 +99,27 @@ func (c Config) validateEdge(ck *checker) {
 	if c.FrameReadTimeout <= 0 {
 		ck.bad("frame_read_timeout_ms", "must be positive, got %s", c.FrameReadTimeout)
 	}
+	for p := range strings.SplitSeq(c.MetricsStreams, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if parts := strings.Split(p, "/"); len(parts) != 3 || slices.Contains(parts, "") {
+			ck.bad("metrics_streams", "pattern %q: want tenant/namespace/stream, each part a name or *", p)
+		}
+	}
 
 	// Quotas: 0 turns each off, so only a negative value is a mistake.
 	ck.atLeast("max_client_connections", int64(c.MaxClientConnections), 0)
 	ck.atLeast("max_connections_per_ip", int64(c.MaxConnectionsPerIP), 0)
+	ck.atLeast("max_preauth_connections", int64(c.MaxPreAuthConnections), 0)
+	ck.atLeast("max_preauth_connections_per_ip", int64(c.MaxPreAuthConnectionsPerIP), 0)
+	ck.atLeast("auth_failure_burst", int64(c.AuthFailureBurst), 0)
+	if c.AuthFailureBurst > 0 {
+		if c.AuthFailureInterval <= 0 {
+			ck.bad("auth_failure_interval_ms", "must be positive with auth_failure_burst %d, got %s", c.AuthFailureBurst, c.AuthFailureInterval)
+		}
+		ck.atLeast("auth_failure_max_addresses", int64(c.AuthFailureMaxAddresses), 1)
+	}
 	ck.atLeast("tenant_publish_bytes_per_sec", c.TenantPublishBytesPerSec, 0)
 	ck.atLeast("tenant_publish_msgs_per_sec", c.TenantPublishMsgsPerSec, 0)
 	ck.atLeast("tenant_max_streams", int64(c.TenantMaxStreams), 0)
@@ -105,7 +127,7 @@ func (c Config) validateEdge(ck *checker) {
 
 	ck.atLeast("pub_queue_depth", int64(c.PubQueueDepth), 1)
 	ck.notNegative("publish_queue_wait_timeout_ms", c.PublishQueueWaitTimeout) // 0: no wait
-	ck.atLeast("publish_window", int64(c.PublishWindow), 0)                    // 0 turns pipelining off (reference §3.1)
+	ck.atLeast("publish_window", int64(c.PublishWindow), 0)                    // 0 turns pipelining off
 }
 
 // validateSubscribers checks the publish and delivery queues.
@@ -162,6 +184,7 @@ func (c Config) validateDurable(ck *checker) {
 	ck.atLeast("durable_max_open_files", int64(c.DurableMaxOpenFiles), 16)
 	ck.atLeast("durable_retention_bytes", c.DurableRetentionBytes, 0)
 	ck.notNegative("durable_retention_age_ms", c.DurableRetentionAge)
+	ck.notNegative("cache_resume_window_ms", c.CacheResumeWindow)
 	if c.DurableRetentionInterval <= 0 {
 		ck.raw(fmt.Errorf("config: durable_retention_interval_ms must be positive, got %s", c.DurableRetentionInterval))
 	}
@@ -193,10 +216,44 @@ func (c Config) validateAuth(ck *checker) {
 			ck.raw(fmt.Errorf("config: admin %q is not host:port (empty turns the admin endpoint off): %w", c.Admin, err))
 		}
 	}
+	for _, h := range c.AdminHosts() {
+		if !validHostName(h) {
+			ck.bad("admin_allowed_hosts", "want comma-separated host names without scheme or port, such as felix-1.internal, got %q", h)
+		}
+	}
+}
+
+// AdminHosts is AdminAllowedHosts as a list, each name trimmed, empty
+// entries dropped.
+func (c Config) AdminHosts() []string {
+	var out []string
+	for _, h := range strings.Split(c.AdminAllowedHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// validHostName accepts a DNS name: letters, digits, '-', '_' and '.'
+// (the admin endpoint compares it with a Host header, nothing resolves it).
+func validHostName(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, r := range h {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (c Config) validateCluster(ck *checker) {
 	c.validatePeer(ck)
+	c.validateEtcd(ck)
 	if c.ClusterEtcd == "" {
 		return
 	}
@@ -241,9 +298,58 @@ func (c Config) validateKafka(ck *checker) {
 	ck.atLeast("kafka_max_batch_bytes", c.KafkaMaxBatchBytes, minFrameBytes)
 	ck.atMost("kafka_max_batch_bytes", c.KafkaMaxBatchBytes, 256*mib, "the decompressor's window is sized for it")
 	ck.atLeast("kafka_max_inflight", int64(c.KafkaMaxInflight), 1)
+	// NOTE: kafka.ValidateDefaultNamespace applies the same rule; change
+	// both together (config does not import kafka).
+	if err := wire.ValidateName("namespace", c.KafkaDefaultNamespace); err != nil {
+		ck.bad("kafka_default_namespace", "%v", err)
+	} else if strings.Contains(c.KafkaDefaultNamespace, ".") || strings.HasPrefix(c.KafkaDefaultNamespace, "__") {
+		// A '.' would make the dotless topic and its dotted form name
+		// different streams; "__" namespaces are the broker's.
+		ck.bad("kafka_default_namespace", "must have no '.' and not start with \"__\", got %q", c.KafkaDefaultNamespace)
+	}
+	ck.atLeast("kafka_max_request_decompressed_bytes", c.KafkaMaxRequestDecompressedBytes, c.KafkaMaxBatchBytes)
+	ck.atLeast("kafka_fetch_max_bytes", c.KafkaFetchMaxBytes, minFrameBytes)
+	ck.atMost("kafka_fetch_max_bytes", c.KafkaFetchMaxBytes, 1<<30, "an answer is built whole in memory")
+	ck.atLeast("kafka_max_inflight_fetch_bytes", c.KafkaMaxInflightFetchBytes, c.KafkaFetchMaxBytes)
+	ck.atLeast("kafka_max_inflight_request_bytes", c.KafkaMaxInflightRequestBytes, c.KafkaMaxRequestBytes)
+	ck.atLeast("kafka_request_read_timeout_ms", int64(c.KafkaRequestReadTimeout/time.Millisecond), 1)
+	ck.atLeast("kafka_idle_timeout_ms", int64(c.KafkaIdleTimeout/time.Millisecond), 1)
 	if c.KafkaListen != "" {
 		if _, _, err := net.SplitHostPort(c.KafkaListen); err != nil {
 			ck.bad("kafka_listen", "want host:port, such as 127.0.0.1:9092, got %q", c.KafkaListen)
 		}
 	}
+}
+
+// validateBrowser checks the browser front end's knobs (webfront.Config).
+func (c Config) validateBrowser(ck *checker) {
+	if c.BrowserListen != "" {
+		if _, _, err := net.SplitHostPort(c.BrowserListen); err != nil {
+			ck.bad("browser_listen", "want host:port, such as 127.0.0.1:7380, got %q", c.BrowserListen)
+		}
+	}
+	if c.BrowserWebTransportListen != "" {
+		if _, _, err := net.SplitHostPort(c.BrowserWebTransportListen); err != nil {
+			ck.bad("browser_webtransport_listen", "want host:port, such as 127.0.0.1:7381, got %q", c.BrowserWebTransportListen)
+		} else if c.BrowserListen == "" {
+			ck.bad("browser_webtransport_listen", "needs browser_listen too: WebSocket is the fallback of browsers and networks without WebTransport")
+		}
+	}
+	for _, o := range c.BrowserOrigins() {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			ck.bad("browser_allowed_origins", "want comma-separated origins such as https://app.example.com or http://localhost:8080 (scheme, host, optional port; no path), got %q", o)
+		}
+	}
+}
+
+// BrowserOrigins is BrowserAllowedOrigins as a list, each origin trimmed,
+// empty entries dropped.
+func (c Config) BrowserOrigins() []string {
+	var out []string
+	for _, o := range strings.Split(c.BrowserAllowedOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, o)
+		}
+	}
+	return out
 }

@@ -2,7 +2,7 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// GroupMetrics count consumer groups' work (issue #15), by tenant; the lag
+// GroupMetrics count consumer groups' work, by tenant; the lag
 // gauge is per group and shard, set when a group writes its cursor.
 type GroupMetrics struct {
 	Polls        *prometheus.CounterVec // tenant

@@ -9,6 +9,7 @@ type Kafka struct {
 	open        prometheus.Gauge
 	requests    *prometheus.CounterVec // api, outcome
 	bytes       *prometheus.CounterVec // direction
+	limits      *prometheus.CounterVec // knob
 }
 
 // RegisterKafka registers the Kafka listener's metrics in m's registry.
@@ -18,8 +19,9 @@ func (m *Metrics) RegisterKafka() *Kafka {
 		open:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "felix_kafka_connections_open", Help: "Open Kafka connections."}),
 		requests:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "felix_kafka_requests_total", Help: "Kafka requests by api and outcome (ok, a Kafka error name, or closed when the request closed the connection)."}, []string{"api", "outcome"}),
 		bytes:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "felix_kafka_bytes_total", Help: "Record value bytes produced (in) and fetched (out) through the Kafka listener."}, []string{"direction"}),
+		limits:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "felix_kafka_limits_total", Help: "Kafka requests that met a listener bound, by its knob (see OPERATIONS.md's limits table for what each does)."}, []string{"knob"}),
 	}
-	m.Registry.MustRegister(k.connections, k.open, k.requests, k.bytes)
+	m.Registry.MustRegister(k.connections, k.open, k.requests, k.bytes, k.limits)
 	return k
 }
 
@@ -43,3 +45,6 @@ func (k *Kafka) Bytes(direction string, n int) {
 		k.bytes.WithLabelValues(direction).Add(float64(n))
 	}
 }
+
+// Limit counts a request that met one of the listener's bounds.
+func (k *Kafka) Limit(knob string) { k.limits.WithLabelValues(knob).Inc() }

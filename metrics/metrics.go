@@ -1,7 +1,8 @@
 // Package metrics owns the broker's Prometheus metrics: their names, labels
 // and help, and a collector that reads live mailbox depths at scrape time so
-// the data path pays nothing for gauges. Names follow the reference
-// (felix_sub_queue_dropped_total and friends) where it has one.
+// the data path pays nothing for gauges. Names are felix_<what>_<unit>
+// (felix_sub_queue_dropped_total and friends); dashboards depend on them,
+// so a name, once shipped, does not change.
 package metrics
 
 import (
@@ -33,16 +34,32 @@ type Metrics struct {
 	LaneDropped         prometheus.Counter
 	WriterRefused       prometheus.Counter
 
+	// Cache compactions: records and bytes removed from durable caches'
+	// logs, compactions committed, and the last one's duration.
+	CacheCompactions              prometheus.Counter
+	CacheCompactionRecordsRemoved prometheus.Counter
+	CacheCompactionBytesRemoved   prometheus.Counter
+	CacheCompactionLastSeconds    prometheus.Gauge
+
 	ShardsBlocked   prometheus.Gauge
 	Connections     *prometheus.CounterVec // event: accepted, refused, auth_timeout, closed
 	ConnectionsOpen prometheus.Gauge
 	Subscriptions   prometheus.Gauge
 	// SubscriptionsLagged counts durable subscriptions ended as lagged.
 	SubscriptionsLagged prometheus.Counter
+	// Cache watches: open now, changes taken into their queues, and
+	// watches ended lagged (a change their full queue refused).
+	CacheWatches       prometheus.Gauge
+	CacheWatchEvents   prometheus.Counter
+	CacheWatchesLagged prometheus.Counter
 	// AuthRefused counts refused credentials and operations, by reason.
 	AuthRefused *prometheus.CounterVec
 	// QuotaRefused counts what a quota or limit refused, by limit (the knob).
 	QuotaRefused *prometheus.CounterVec
+	// AuthFailures counts failed authentications that were checked, and
+	// AuthThrottled attempts refused unchecked (auth_failure_burst), by
+	// front end.
+	AuthFailures, AuthThrottled *prometheus.CounterVec
 
 	ActorRestarts *prometheus.CounterVec // kind, directive
 
@@ -91,38 +108,47 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		return g
 	}
 	m := &Metrics{
-		Registry:            r,
-		PublishRequests:     vec("felix_publish_requests_total", "Publish requests by tenant and result (ok, overloaded, error).", "tenant", "result"),
-		PublishedMessages:   vec("felix_tenant_published_messages_total", "Records admitted to a shard, by tenant.", "tenant"),
-		PublishedBytes:      vec("felix_publish_bytes_total", "Payload bytes admitted to a shard, by tenant.", "tenant"),
-		PublishOverloaded:   vec("felix_publish_overloaded_total", "Publishes refused as overloaded after publish_queue_wait_timeout_ms on a full shard.", "tenant"),
-		DeliveredMessages:   counter("felix_delivered_messages_total", "Records written to subscribers' event streams (one per record per subscriber)."),
-		DeliveredBytes:      counter("felix_delivered_bytes_total", "Frame bytes written to subscribers' event streams."),
-		SubQueueEnqueued:    counter("felix_sub_queue_enqueued_total", "Batches accepted into subscriber queues."),
-		SubQueueDropped:     counter("felix_sub_queue_dropped_total", "Batches refused by a full subscriber queue (drop_new), by count or bytes."),
-		SubQueueByteDropped: counter("felix_sub_queue_byte_dropped_total", "The subset of felix_sub_queue_dropped_total refused by subscriber_queue_max_bytes or the broker-wide total."),
-		SubQueueDropOld:     counter("felix_sub_queue_drop_old_total", "Queued batches evicted to make room for newer ones (drop_old)."),
-		SubQueueBlocked:     counter("felix_sub_queue_blocked_total", "Fanouts in which a shard waited on a full subscriber (block)."),
-		SubBlockEvicted:     counter("felix_sub_block_evicted_total", "Subscribers a shard removed for staying full past subscriber_block_max_wait_ms (block)."),
-		LaneDropped:         counter("felix_lane_queue_dropped_total", "Deliveries lost in a writer lane that stopped (chaos, a crash loop); lanes never drop under load."),
-		WriterRefused:       counter("felix_conn_writer_refused_total", "Deliveries whose connection writer had already stopped."),
-		ShardsBlocked:       gauge("felix_shards_blocked", "Shards waiting right now on a full subscriber (policy block)."),
-		Connections:         vec("felix_connections_total", "Connection events: accepted, refused, auth_timeout, closed.", "event"),
-		ConnectionsOpen:     gauge("felix_connections_open", "Connections that completed the QUIC handshake and are open."),
-		Subscriptions:       gauge("felix_subscriptions", "Live subscriptions."),
-		AuthRefused:         vec("felix_auth_refused_total", "Refused credentials and operations: no_token, invalid_token, wrong_tenant, expired, forbidden.", "reason"),
-		QuotaRefused:        vec("felix_quota_refused_total", "Connections, publishes, subscriptions and streams refused by a limit, by the limit's knob.", "limit"),
-		SubscriptionsLagged: counter("felix_subscriptions_lagged_total", "Durable subscriptions ended as lagged (a gap they did not get); clients resume from the offset they were given."),
-		ActorRestarts:       vec("felix_actor_restarts_total", "Supervisor decisions on failed actors, by actor kind and directive.", "kind", "directive"),
-		NodeCount:           gauge("felix_node_count", "Live members of the cluster, as this member sees them (0 on a single broker)."),
-		ShardsOwned:         gauge("felix_shards_owned", "Shards this cluster member owns."),
-		ShardMoves:          vec("felix_shard_moves_total", "Shards that moved to (in) or away from (out) this member: a member lost, a drain, a lost lease.", "direction"),
-		LeaderChanges:       counter("felix_replication_leader_changes_total", "Leader changes this member's replicas saw (each replica counts each change it learns of)."),
-		ReplicationDropped:  counter("felix_replication_messages_dropped_total", "Raft messages for other members dropped by a full or unknown peer link; raft sends again what it needs."),
-		ReplicaFailures:     counter("felix_replica_failures_total", "Replicas on this member that stopped because their log failed (a write or fsync error); each starts again from its log, and is reported here until its disk works."),
-		SnapshotsSent:       counter("felix_replication_snapshots_sent_total", "Snapshots this member's leaders sent to followers behind their compaction point (each followed by the follower copying the leader's segments)."),
-		SnapshotsInstalled:  counter("felix_replication_snapshots_installed_total", "Copies of a leader's segments this member's replicas installed in place of their log."),
-		dir:                 dir,
+		Registry:                      r,
+		PublishRequests:               vec("felix_publish_requests_total", "Publish requests by tenant and result (ok, overloaded, error).", "tenant", "result"),
+		PublishedMessages:             vec("felix_tenant_published_messages_total", "Records admitted to a shard, by tenant.", "tenant"),
+		PublishedBytes:                vec("felix_publish_bytes_total", "Payload bytes admitted to a shard, by tenant.", "tenant"),
+		PublishOverloaded:             vec("felix_publish_overloaded_total", "Publishes refused as overloaded after publish_queue_wait_timeout_ms on a full shard.", "tenant"),
+		DeliveredMessages:             counter("felix_delivered_messages_total", "Records written to subscribers' event streams (one per record per subscriber)."),
+		DeliveredBytes:                counter("felix_delivered_bytes_total", "Frame bytes written to subscribers' event streams."),
+		SubQueueEnqueued:              counter("felix_sub_queue_enqueued_total", "Batches accepted into subscriber queues."),
+		SubQueueDropped:               counter("felix_sub_queue_dropped_total", "Batches refused by a full subscriber queue (drop_new), by count or bytes."),
+		SubQueueByteDropped:           counter("felix_sub_queue_byte_dropped_total", "The subset of felix_sub_queue_dropped_total refused by subscriber_queue_max_bytes or the broker-wide total."),
+		SubQueueDropOld:               counter("felix_sub_queue_drop_old_total", "Queued batches evicted to make room for newer ones (drop_old)."),
+		SubQueueBlocked:               counter("felix_sub_queue_blocked_total", "Fanouts in which a shard waited on a full subscriber (block)."),
+		SubBlockEvicted:               counter("felix_sub_block_evicted_total", "Subscribers a shard removed for staying full past subscriber_block_max_wait_ms (block)."),
+		LaneDropped:                   counter("felix_lane_queue_dropped_total", "Deliveries lost in a writer lane that stopped (chaos, a crash loop); lanes never drop under load."),
+		WriterRefused:                 counter("felix_conn_writer_refused_total", "Deliveries whose connection writer had already stopped."),
+		CacheCompactions:              counter("felix_cache_compactions_total", "Compactions of a durable cache shard's log committed."),
+		CacheCompactionRecordsRemoved: counter("felix_cache_compaction_records_removed_total", "Records compaction removed from durable caches' logs (superseded changes below the horizon)."),
+		CacheCompactionBytesRemoved:   counter("felix_cache_compaction_bytes_removed_total", "Bytes compaction removed from durable caches' logs."),
+		CacheCompactionLastSeconds:    gauge("felix_cache_compaction_last_seconds", "How long the last committed cache compaction took, both passes and the swap."),
+		ShardsBlocked:                 gauge("felix_shards_blocked", "Shards waiting right now on a full subscriber (policy block)."),
+		Connections:                   vec("felix_connections_total", "Connection events: accepted, refused, displaced (closed unauthenticated to admit a newer one, max_preauth_connections), auth_timeout, closed.", "event"),
+		ConnectionsOpen:               gauge("felix_connections_open", "Connections that completed the QUIC handshake and are open."),
+		Subscriptions:                 gauge("felix_subscriptions", "Live subscriptions."),
+		AuthRefused:                   vec("felix_auth_refused_total", "Refused credentials and operations: no_token, invalid_token, wrong_tenant, expired, forbidden, scram_refused (a Kafka SCRAM login); on the admin endpoint also foreign_host, cross_origin, not_json.", "reason"),
+		QuotaRefused:                  vec("felix_quota_refused_total", "Connections, publishes, subscriptions and streams refused by a limit, by the limit's knob.", "limit"),
+		AuthFailures:                  vec("felix_auth_failures_total", "Failed authentications (felix/1 auth and re-authentication, Kafka SASL) whose credential was checked, by front end (felix1, kafka).", "frontend"),
+		AuthThrottled:                 vec("felix_auth_throttled_total", "Authentications refused unchecked because their address had failed auth_failure_burst times (auth_throttled), by front end.", "frontend"),
+		SubscriptionsLagged:           counter("felix_subscriptions_lagged_total", "Durable subscriptions ended as lagged (a gap they did not get); clients resume from the offset they were given."),
+		CacheWatches:                  gauge("felix_cache_watches", "Open cache watches (each also counts in felix_subscriptions)."),
+		CacheWatchEvents:              counter("felix_cache_watch_events_total", "Cache changes taken into watches' queues (one per change per watch it matched)."),
+		CacheWatchesLagged:            counter("felix_cache_watches_lagged_total", "Cache watches ended lagged: their full queue refused a change; clients resume from the version they were given."),
+		ActorRestarts:                 vec("felix_actor_restarts_total", "Supervisor decisions on failed actors, by actor kind and directive.", "kind", "directive"),
+		NodeCount:                     gauge("felix_node_count", "Live members of the cluster, as this member sees them (0 on a single broker)."),
+		ShardsOwned:                   gauge("felix_shards_owned", "Shards this cluster member owns."),
+		ShardMoves:                    vec("felix_shard_moves_total", "Shards that moved to (in) or away from (out) this member: a member lost, a drain, a lost lease.", "direction"),
+		LeaderChanges:                 counter("felix_replication_leader_changes_total", "Leader changes this member's replicas saw (each replica counts each change it learns of)."),
+		ReplicationDropped:            counter("felix_replication_messages_dropped_total", "Raft messages for other members dropped by a full or unknown peer link; raft sends again what it needs."),
+		ReplicaFailures:               counter("felix_replica_failures_total", "Replicas on this member that stopped because their log failed (a write or fsync error); each starts again from its log, and is reported here until its disk works."),
+		SnapshotsSent:                 counter("felix_replication_snapshots_sent_total", "Snapshots this member's leaders sent to followers behind their compaction point (each followed by the follower copying the leader's segments)."),
+		SnapshotsInstalled:            counter("felix_replication_snapshots_installed_total", "Copies of a leader's segments this member's replicas installed in place of their log."),
+		dir:                           dir,
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

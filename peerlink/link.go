@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,8 @@ type Config struct {
 	// NodeID is this member's id, sent in each connection's hello.
 	NodeID string
 	// Cert is this member's certificate, presented to every peer, both as
-	// server and as client; CAs verifies the peers' certificates.
+	// server and as client; it must name NodeID (NamesNode). CAs verifies
+	// the peers' certificates.
 	Cert tls.Certificate
 	CAs  *x509.CertPool
 	// QueueDepth bounds each peer's outbound queue (messages; default 1024).
@@ -67,6 +69,9 @@ type PeerStats struct {
 func Listen(addr string, cfg Config) (*Link, error) {
 	if cfg.NodeID == "" || cfg.CAs == nil || cfg.Handle == nil {
 		return nil, errors.New("peerlink: node id, CA pool and handler are required")
+	}
+	if err := checkOwnCert(cfg.Cert, cfg.NodeID); err != nil {
+		return nil, err
 	}
 	if cfg.QueueDepth <= 0 {
 		cfg.QueueDepth = 1024
@@ -202,6 +207,11 @@ func (l *Link) serve(conn *quic.Conn) {
 		_ = conn.CloseWithError(errCodeProtocol, err.Error())
 		return
 	}
+	if err := peerNames(conn, from); err != nil {
+		l.cfg.Log.Warn().Err(err).Str("peer", from).Stringer("remote", conn.RemoteAddr()).Msg("a peer's hello names another member than its certificate; dropping its connection")
+		_ = conn.CloseWithError(errCodeIdentity, err.Error())
+		return
+	}
 	for {
 		kind, body, err := readFrame(st, hdr)
 		if err != nil {
@@ -225,6 +235,7 @@ func (l *Link) serve(conn *quic.Conn) {
 
 const (
 	errCodeProtocol quic.ApplicationErrorCode = 1
+	errCodeIdentity quic.ApplicationErrorCode = 2
 	helloTimeout                              = 5 * time.Second
 	redialMin                                 = 50 * time.Millisecond
 	redialMax                                 = 2 * time.Second
@@ -278,6 +289,13 @@ func (p *peer) dial(ctx context.Context, l *Link) (*quic.Conn, *quic.Stream, err
 	}
 	conn, err := l.tr.Dial(dctx, ua, clientTLS(l.cfg), quicConfig())
 	if err != nil {
+		return nil, nil, err
+	}
+	// The member at addr must be the one dialled: an address that now
+	// belongs to another member (or to one holding another's key) gets no
+	// traffic meant for p.id.
+	if err := peerNames(conn, p.id); err != nil {
+		_ = conn.CloseWithError(errCodeIdentity, err.Error())
 		return nil, nil, err
 	}
 	st, err := conn.OpenStreamSync(dctx)
@@ -390,4 +408,49 @@ func verifyChain(cas *x509.CertPool) func([][]byte, [][]*x509.Certificate) error
 		}
 		return nil
 	}
+}
+
+// ErrIdentity is a peer whose certificate, though the cluster CA signed
+// it, is not for the member it claims to be (in its hello) or was dialled
+// as: a member holding one certificate cannot speak as another.
+var ErrIdentity = errors.New("peerlink: certificate is for another member")
+
+// NamesNode says whether a member's certificate is for node: its Common
+// Name or one of its DNS names is the node id (felix cluster certs puts
+// it in both).
+func NamesNode(c *x509.Certificate, node string) bool {
+	return c != nil && (c.Subject.CommonName == node || slices.Contains(c.DNSNames, node))
+}
+
+// peerNames checks that the other end of conn presented a certificate for
+// node; the handshake already verified its chain.
+func peerNames(conn *quic.Conn, node string) error {
+	certs := conn.ConnectionState().TLS.PeerCertificates
+	if len(certs) == 0 {
+		return fmt.Errorf("%w: no certificate, peer %q", ErrIdentity, node)
+	}
+	if !NamesNode(certs[0], node) {
+		return fmt.Errorf("%w: it names %q (DNS %v), the peer is %q", ErrIdentity, certs[0].Subject.CommonName, certs[0].DNSNames, node)
+	}
+	return nil
+}
+
+// checkOwnCert refuses a certificate that does not name this member's node
+// id: every peer would refuse each of its connections.
+func checkOwnCert(cert tls.Certificate, node string) error {
+	leaf := cert.Leaf
+	if leaf == nil && len(cert.Certificate) > 0 {
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return fmt.Errorf("peerlink: own certificate: %w", err)
+		}
+	}
+	if !NamesNode(leaf, node) {
+		name := ""
+		if leaf != nil {
+			name = leaf.Subject.CommonName
+		}
+		return fmt.Errorf("%w: this member's certificate names %q, not its node id %q, so every peer would refuse it (felix cluster certs --nodes %s makes one)", ErrIdentity, name, node, node)
+	}
+	return nil
 }

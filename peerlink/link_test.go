@@ -2,6 +2,7 @@ package peerlink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -101,6 +102,72 @@ func TestPeerOfAnotherCARefused(t *testing.T) {
 	}
 	if n := len(inB.got); n != 0 {
 		t.Fatalf("%d messages from a stranger delivered", n)
+	}
+}
+
+// TestPeerSpeakingAsAnotherRefused: c holds a certificate the cluster CA
+// signed, but for c. Its hello claiming to be a is refused with the
+// identity code and nothing it sends is delivered; a link dialling b at
+// c's address refuses c; a link whose own certificate names another node
+// does not start.
+func TestPeerSpeakingAsAnotherRefused(t *testing.T) {
+	ca := testcerts.NewCA(t)
+	inB, inC := newInbox(), newInbox()
+	b := listen(t, ca, "b", "127.0.0.1:0", inB.handle)
+	defer b.Close()
+	c := listen(t, ca, "c", "127.0.0.1:0", inC.handle)
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, b.Addr().String(), clientTLS(Config{Cert: ca.Leaf(t, "c"), CAs: ca.Pool}), quicConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write(appendMessage(appendHello(nil, "a"), Message{Group: "g", Data: []byte("forged")})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-conn.Context().Done():
+	case <-ctx.Done():
+		t.Fatal("a peer whose hello names another member than its certificate was not disconnected")
+	}
+	var appErr *quic.ApplicationError
+	if err := context.Cause(conn.Context()); !errors.As(err, &appErr) || appErr.ErrorCode != errCodeIdentity {
+		t.Errorf("the forged hello's connection ended with %v, want application error %d", err, errCodeIdentity)
+	}
+
+	a := listen(t, ca, "a", "127.0.0.1:0", func(string, Message) {})
+	defer a.Close()
+	// a is told b lives at c's address: c answers with its own certificate.
+	a.Send("b", c.Addr().String(), Message{Group: "g", Data: []byte("for b")})
+	// No event says that a gave up on c: watch for a while that it never
+	// connects and c receives nothing.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if st := a.Stats()["b"]; st.Connected || st.Sent > 0 {
+			t.Fatalf("a connected to c as if it were b: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	inC.mu.Lock()
+	if len(inC.got) != 0 {
+		t.Errorf("c received %q, sent to b", inC.got)
+	}
+	inC.mu.Unlock()
+	// At b's own address a's message arrives, and it is all b received:
+	// nothing of the forged hello's.
+	a.Send("b", b.Addr().String(), Message{Group: "g", Data: []byte("control")})
+	if got := inB.waitFor(t, 1); len(got) != 1 || got[0] != "a:g:control" {
+		t.Fatalf("b received %q, want only a's control message", got)
+	}
+
+	if _, err := Listen("127.0.0.1:0", Config{NodeID: "d", Cert: ca.Leaf(t, "e"), CAs: ca.Pool, Handle: func(string, Message) {}}); !errors.Is(err, ErrIdentity) {
+		t.Errorf("Listen as d with e's certificate: %v, want ErrIdentity", err)
 	}
 }
 

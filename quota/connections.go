@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"container/list"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -8,42 +9,134 @@ import (
 	"github.com/getfelix/felix-go/wire"
 )
 
-// Connections bounds open client connections: MaxConnections in total and
-// MaxConnectionsPerIP from one address. The transport calls Acquire when it
-// accepts a connection and the returned release when that connection ends,
-// on every end path; its per-address table holds only addresses with a
-// connection open, so it is bounded by the open connections.
+// Connections bounds open client connections in two pools, so that
+// connections which never authenticate cannot keep out one that does:
+//
+//   - Pre-auth: a connection the front end has accepted and that has not
+//     authenticated yet (AcquirePreAuth), at most MaxPreAuthConnections in
+//     all and MaxPreAuthConnectionsPerIP from one address. At the total
+//     bound the oldest pre-auth connection is displaced (closed) to make
+//     room for the new one, rather than the new one refused: a client
+//     authenticates within a round trip of its handshake, so a flood must
+//     open MaxPreAuthConnections connections in that round trip to push it
+//     out, where refusing would let a slow flood hold every slot for the
+//     auth timeout. At the per-address bound the new one is refused.
+//   - Authenticated: a connection whose credential the broker accepted
+//     (Acquire), at most MaxConnections in all and MaxConnectionsPerIP from
+//     one address; past them it is refused.
+//
+// A connection holds a pre-auth slot from its accept until it
+// authenticates (or ends), and an authenticated slot from then until it
+// ends, so at most MaxConnections + MaxPreAuthConnections are open. Each
+// per-address table holds only addresses with a connection in its pool,
+// so it is bounded by the connections.
 type Connections struct {
-	max, maxPerIP int
-	onRefused     func(tenant, reason string)
+	max, maxPerIP               int
+	maxPreAuth, maxPreAuthPerIP int
+	onRefused                   func(tenant, reason string)
 
 	mu struct {
 		sync.Mutex
 		total int
-		perIP map[netip.Addr]int // addresses with at least one open connection; never a 0
+		perIP map[netip.Addr]int // addresses with at least one authenticated connection; never a 0
+		// preAuth holds the pre-auth connections, oldest first: the
+		// front is the one a new connection displaces at the bound.
+		preAuth      list.List // of *preAuthConn
+		preAuthPerIP map[netip.Addr]int
 	}
 }
 
-// NewConnections returns the connection limits of cfg (its MaxConnections
-// and MaxConnectionsPerIP; 0 turns either off).
+// preAuthConn is one pre-auth connection in Connections.mu.preAuth.
+type preAuthConn struct {
+	ip       netip.Addr
+	displace func()
+	elem     *list.Element // nil once it left the pool (released or displaced)
+}
+
+// NewConnections returns the connection limits of cfg (its MaxConnections,
+// MaxConnectionsPerIP, MaxPreAuthConnections and
+// MaxPreAuthConnectionsPerIP; 0 turns each off).
 func NewConnections(cfg Config, opts ...Option) *Connections {
 	o := buildOptions(opts)
-	c := &Connections{max: cfg.MaxConnections, maxPerIP: cfg.MaxConnectionsPerIP, onRefused: o.onRefused}
+	c := &Connections{
+		max: cfg.MaxConnections, maxPerIP: cfg.MaxConnectionsPerIP,
+		maxPreAuth: cfg.MaxPreAuthConnections, maxPreAuthPerIP: cfg.MaxPreAuthConnectionsPerIP,
+		onRefused: o.onRefused,
+	}
 	c.mu.perIP = make(map[netip.Addr]int)
+	c.mu.preAuthPerIP = make(map[netip.Addr]int)
 	return c
 }
 
-// Acquire admits one connection from ip, or refuses it with a *wire.Error
+// AcquirePreAuth admits a connection from ip that has not authenticated
+// yet, or refuses it with a *wire.Error of code limit_exceeded when ip has
+// MaxPreAuthConnectionsPerIP pre-auth connections already. When the pool
+// holds MaxPreAuthConnections, the oldest pre-auth connection leaves it
+// and its displace is called (after the lock is released; it should close
+// that connection, and must not call back into Connections). The
+// displacement is reported to WithOnRefused under ReasonPreAuthConnections.
+//
+// The caller calls release once the connection has authenticated (and
+// holds a slot from Acquire) or has ended, whichever comes first; it is
+// safe to call more than once, from any goroutine, and after a
+// displacement, which has released the slot already.
+func (c *Connections) AcquirePreAuth(ip netip.Addr, displace func()) (release func(), err error) {
+	ip = addrKey(ip)
+	c.mu.Lock()
+	if c.maxPreAuthPerIP > 0 && c.mu.preAuthPerIP[ip] >= c.maxPreAuthPerIP {
+		c.mu.Unlock()
+		return nil, c.refuse(ReasonPreAuthConnectionsPerIP, c.maxPreAuthPerIP, "max_preauth_connections_per_ip %d reached for %s: that many connections from this address have not authenticated yet", c.maxPreAuthPerIP, ip)
+	}
+	var oldest *preAuthConn
+	if c.maxPreAuth > 0 && c.mu.preAuth.Len() >= c.maxPreAuth {
+		oldest = c.mu.preAuth.Front().Value.(*preAuthConn)
+		c.leavePreAuthLocked(oldest)
+	}
+	pc := &preAuthConn{ip: ip, displace: displace}
+	pc.elem = c.mu.preAuth.PushBack(pc)
+	c.mu.preAuthPerIP[ip]++
+	c.mu.Unlock()
+	if oldest != nil {
+		c.onRefused("", ReasonPreAuthConnections)
+		if oldest.displace != nil {
+			oldest.displace()
+		}
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if pc.elem != nil {
+			c.leavePreAuthLocked(pc)
+		}
+	}, nil
+}
+
+// leavePreAuthLocked takes pc out of the pre-auth pool.
+// REQUIRES: c.mu is held and pc is in the pool.
+func (c *Connections) leavePreAuthLocked(pc *preAuthConn) {
+	c.mu.preAuth.Remove(pc.elem)
+	pc.elem = nil
+	if n := c.mu.preAuthPerIP[pc.ip] - 1; n > 0 {
+		c.mu.preAuthPerIP[pc.ip] = n
+	} else {
+		delete(c.mu.preAuthPerIP, pc.ip)
+	}
+}
+
+// addrKey is the key of ip in the per-address tables: an IPv4-mapped IPv6
+// address counts as its IPv4 address, and zones are dropped, so one client
+// is one key however the listener reports it. An invalid ip (the front end
+// could not tell) is one shared key.
+func addrKey(ip netip.Addr) netip.Addr { return ip.Unmap().WithZone("") }
+
+// Acquire admits one authenticated connection from ip, or refuses it with a *wire.Error
 // of code limit_exceeded naming the limit and its value (and a *Refusal as
 // its Cause). On success the caller must call release when the connection
 // ends; release is safe to call more than once and from any goroutine, and
 // only the first call counts.
-//
-// An IPv4-mapped IPv6 address counts as its IPv4 address, and zones are
-// dropped, so one client is one key however the listener reports it. An
-// invalid ip (the transport could not tell) counts under one shared key.
+// Addresses are keyed as for AcquirePreAuth.
 func (c *Connections) Acquire(ip netip.Addr) (release func(), err error) {
-	ip = ip.Unmap().WithZone("")
+	ip = addrKey(ip)
 	c.mu.Lock()
 	switch {
 	case c.max > 0 && c.mu.total >= c.max:
@@ -73,12 +166,20 @@ func (c *Connections) Acquire(ip netip.Addr) (release func(), err error) {
 	}, nil
 }
 
-// Open returns the open connections and the addresses they come from, for a
-// gauge.
+// Open returns the authenticated connections and the addresses they come
+// from, for a gauge.
 func (c *Connections) Open() (conns, addrs int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.total, len(c.mu.perIP)
+}
+
+// PreAuth returns the pre-auth connections and the addresses they come
+// from, for a gauge.
+func (c *Connections) PreAuth() (conns, addrs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.preAuth.Len(), len(c.mu.preAuthPerIP)
 }
 
 func (c *Connections) refuse(reason string, limit int, format string, args ...any) error {

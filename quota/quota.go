@@ -1,7 +1,11 @@
 // Package quota holds the broker's admission limits, which the broker
-// checks once, at its service boundary (issue #10, "Quotas and limits"):
+// checks once, at its service boundary:
 //
-//   - Connections bounds open client connections, in total and per IP.
+//   - Connections bounds open client connections, in total and per IP, in
+//     two pools: those still authenticating and those authenticated, so a
+//     flood of the first cannot keep out the second.
+//   - AuthFailures throttles an address whose authentications keep failing,
+//     before its credentials are checked.
 //   - Tenants holds each tenant to its publish rates (records and payload
 //     bytes per second) and counts its open subscriptions; it also checks a
 //     tenant's stream count, which the broker's registry owns.
@@ -9,16 +13,17 @@
 // Every refusal is a *wire.Error, so the broker sends it as it is:
 // limit_exceeded for a bound on things held open (connections, streams,
 // subscriptions), overloaded with a message starting "tenant_quota:" for a
-// rate. The error's Cause is a *Refusal, which says which limit, its value
-// and, for a rate, when to retry; errors.As reaches it through the
-// wire.Error.
+// rate, or "auth_throttled:" for failed authentications. The error's
+// Cause is a *Refusal, which says which limit, its value and, for a rate,
+// when to retry; errors.As reaches it through the wire.Error.
 //
 // Nothing here blocks, waits or starts a goroutine: a refusal is immediate
 // and the client retries. The package imports only wire from this module,
 // and knows no metrics: the broker passes WithOnRefused to count refusals.
 //
 // Lock order: Tenants.mu -> tenant.mu (the sweep holds both; everything
-// else takes one at a time). Connections has one lock.
+// else takes one at a time). Connections and AuthFailures have one lock
+// each.
 package quota
 
 import (
@@ -29,11 +34,18 @@ import (
 // Config is the limits, as the broker's config knobs of the same names set
 // them. Zero turns each limit off, so the zero Config limits nothing.
 type Config struct {
-	// MaxConnections bounds open connections (max_client_connections).
+	// MaxConnections bounds authenticated connections
+	// (max_client_connections).
 	MaxConnections int
-	// MaxConnectionsPerIP bounds open connections from one address
-	// (max_connections_per_ip).
+	// MaxConnectionsPerIP bounds authenticated connections from one
+	// address (max_connections_per_ip).
 	MaxConnectionsPerIP int
+	// MaxPreAuthConnections bounds connections that have not authenticated
+	// yet (max_preauth_connections); at the bound the oldest is displaced.
+	MaxPreAuthConnections int
+	// MaxPreAuthConnectionsPerIP bounds those from one address
+	// (max_preauth_connections_per_ip).
+	MaxPreAuthConnectionsPerIP int
 	// PublishBytesPerSec is each tenant's rate in payload bytes
 	// (tenant_publish_bytes_per_sec), with a burst of one second's worth.
 	PublishBytesPerSec int64
@@ -46,6 +58,14 @@ type Config struct {
 	// MaxSubscriptions bounds a tenant's open subscriptions over all its
 	// connections (tenant_max_subscriptions).
 	MaxSubscriptions int
+	// AuthFailureBurst is how many failed authentications one address may
+	// have checked before AuthFailures throttles it (auth_failure_burst);
+	// AuthFailureInterval gives one back (auth_failure_interval_ms, 1 s
+	// when zero); AuthFailureMaxAddresses bounds the addresses it
+	// remembers (auth_failure_max_addresses, 16384 when zero).
+	AuthFailureBurst        int
+	AuthFailureInterval     time.Duration
+	AuthFailureMaxAddresses int
 }
 
 // Reasons name the limit a refusal hit. They are the knob names, so a
@@ -53,10 +73,15 @@ type Config struct {
 const (
 	ReasonConnections      = "max_client_connections"
 	ReasonConnectionsPerIP = "max_connections_per_ip"
-	ReasonPublishBytes     = "tenant_publish_bytes_per_sec"
-	ReasonPublishMsgs      = "tenant_publish_msgs_per_sec"
-	ReasonStreams          = "tenant_max_streams"
-	ReasonSubscriptions    = "tenant_max_subscriptions"
+	// ReasonPreAuthConnections is a pre-auth connection displaced by a
+	// newer one, not a refusal of the newcomer.
+	ReasonPreAuthConnections      = "max_preauth_connections"
+	ReasonPreAuthConnectionsPerIP = "max_preauth_connections_per_ip"
+	ReasonPublishBytes            = "tenant_publish_bytes_per_sec"
+	ReasonPublishMsgs             = "tenant_publish_msgs_per_sec"
+	ReasonStreams                 = "tenant_max_streams"
+	ReasonSubscriptions           = "tenant_max_subscriptions"
+	ReasonAuthFailures            = "auth_failure_burst"
 )
 
 // Refusal is the broker-side detail of a refused admission: the Cause of the

@@ -41,8 +41,7 @@ const (
 // bucket refills in one; longer after an oversize batch) or hold a
 // subscription, plus the soft cap: a client inventing tenant names costs
 // one entry (a few hundred bytes) per name for about a second, paid for
-// with a publish. Bounded memory per client is issue #11's concern: once
-// tokens are verified (issue #10) a connection's tenant comes from its
+// with a publish. A verified connection's tenant comes from its
 // token, so a client cannot invent tenants at all, and tenants holding
 // subscriptions are bounded by the connections (max_client_connections)
 // times what one may hold.
@@ -129,8 +128,8 @@ func (t *Tenants) AllowPublish(tenant string, msgs int, bytes int64, now time.Ti
 		"%stenant %q is over %s %d; retry after %dms (retry_after_ms=%d)", tenantQuotaPrefix, tenant, reason, limit, ms, ms)
 }
 
-// tenantQuotaPrefix starts the message of a rate refusal: the reference's
-// overloaded {tenant_quota} (issue #10).
+// tenantQuotaPrefix starts the message of a rate refusal, an overloaded
+// error whose reason is tenant_quota, so clients tell it from a full queue.
 const tenantQuotaPrefix = "tenant_quota: "
 
 // AcquireSubscription admits one more open subscription of tenant, or

@@ -23,7 +23,9 @@ const openStreamTimeout = 5 * time.Second
 // serveConn runs one connection: the handshake on its first bidirectional
 // stream, then one goroutine per stream the client opens. It returns when
 // the connection has closed and every stream goroutine has finished.
-func (s *Server) serveConn(conn *quic.Conn) {
+// releasePreAuth gives back the connection's place among those not yet
+// authenticated, which it leaves once Open has succeeded.
+func (s *Server) serveConn(conn *quic.Conn, releasePreAuth func()) {
 	id := s.nextConn.Add(1)
 	log := s.cfg.Log.With().Uint64("conn", id).Str("remote", conn.RemoteAddr().String()).Logger()
 
@@ -34,13 +36,14 @@ func (s *Server) serveConn(conn *quic.Conn) {
 	}
 	session, err := s.backend.Open(conn.Context(), service.Client{
 		ID: info.ID, Remote: info.Remote, Tenant: info.Tenant, Token: info.Token, CertSubject: info.CertSubject,
-		Offsets: info.Flags&wire.FlagEventBatchOffsets != 0,
+		Offsets: info.Flags&wire.FlagEventBatchOffsets != 0, Frontend: service.FrontendFelix,
 	})
 	if err != nil {
 		// A refused credential (or limit): the typed error, then the close.
 		s.refuse(conn, ctrl, wire.AsError(err))
 		return
 	}
+	releasePreAuth()
 	ack := &wire.AuthOK{
 		ServerFlags:    info.Flags,
 		ServerFeatures: info.Features,
@@ -143,7 +146,7 @@ func (s *Server) handshake(conn *quic.Conn, id uint64) (*quic.Stream, ConnInfo, 
 // control stream until the returned stop is called (the handshake is
 // over). Without it, what a client sent on streams it opened early sat in
 // QUIC's buffers, up to the connection window (64 MiB), for as long as the
-// auth timeout (issue #11). A client must wait for AuthOK before opening
+// auth timeout. A client must wait for AuthOK before opening
 // another stream; ours does.
 func refusePreAuthStreams(conn *quic.Conn) (stop func()) {
 	ctx, cancel := context.WithCancel(conn.Context())
@@ -253,8 +256,8 @@ func (h *connHandler) serveStream(st *quic.Stream) {
 		sr.frameDone()
 		if err != nil {
 			if isTimeout(err) {
-				// Reset, so the buffer and the stream's goroutines go (issue
-				// #11: 10 000 streams trickling a byte a second were held).
+				// Reset, so the buffer and the stream's goroutines go (10 000
+				// streams trickling a byte a second were held).
 				r.fail(0, wire.NewError(wire.CodeInvalidRequest, "frame not complete within frame_read_timeout_ms (%s) of its first byte", h.srv.cfg.FrameReadTimeout))
 				st.CancelRead(streamErrProtocol)
 				return
@@ -333,7 +336,7 @@ func (h *connHandler) handleControl(r *responder, payload []byte) {
 	case *wire.Auth:
 		h.handleReauth(ctx, r, m)
 	default:
-		if !handleGroup(ctx, r, h.session, msg) { // groups.go
+		if !handleGroup(ctx, r, h.session, msg) && !h.handleCache(ctx, r, msg) { // groups.go, cache.go
 			r.fail(0, wire.NewError(wire.CodeInvalidRequest, "%s is not a request", msg.Type()))
 		}
 	}

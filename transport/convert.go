@@ -37,7 +37,7 @@ const maxReplicas = 64
 func createStream(ctx context.Context, s service.Session, m *wire.StreamCreate) (wire.Message, error) {
 	// The longest age a time.Duration holds, about 292 years. Past it the
 	// conversion wraps: 18446744073710 ms became 0.45 ms and retention
-	// deleted the stream's records (issue 11). For ever is 0, not a big
+	// deleted the stream's records. For ever is 0, not a big
 	// number.
 	const maxRetentionAgeMS = int64(^uint64(0)>>1) / int64(time.Millisecond)
 	if m.RetentionAgeMS < 0 || m.RetentionAgeMS > maxRetentionAgeMS {
@@ -51,7 +51,8 @@ func createStream(ctx context.Context, s service.Session, m *wire.StreamCreate) 
 	info, err := s.CreateStream(ctx, &service.StreamSpec{
 		Scope: scopeOf(m.Tenant, m.Namespace, m.Stream), Shards: m.Shards, Durable: m.Durable, Routing: m.Routing,
 		RetentionBytes: m.RetentionBytes, RetentionAge: time.Duration(m.RetentionAgeMS) * time.Millisecond,
-		Replicas: int(min(m.Replicas, maxReplicas)),
+		Replicas: int(min(m.Replicas, maxReplicas)), LogAppendTime: m.LogAppendTime,
+		Compression: m.Compression,
 	})
 	if err != nil {
 		return nil, err
@@ -88,7 +89,7 @@ func streamInfo(requestID uint64, d *service.StreamInfo) *wire.StreamInfo {
 		Tenant:    d.Scope.Tenant, Namespace: d.Scope.Namespace, Stream: d.Scope.Stream,
 		Shards: d.Shards, Durable: d.Durable, Routing: d.Routing,
 		RetentionBytes: d.RetentionBytes, RetentionAgeMS: d.RetentionAge.Milliseconds(),
-		Replicas: uint32(max(d.Replicas, 0)), Implicit: d.Implicit, CreatedAtMS: d.CreatedAt.UnixMilli(),
+		Replicas: uint32(max(d.Replicas, 0)), LogAppendTime: d.LogAppendTime, Compression: d.Compression, Implicit: d.Implicit, CreatedAtMS: d.CreatedAt.UnixMilli(),
 	}
 }
 
@@ -96,11 +97,12 @@ func readStream(ctx context.Context, s service.Session, m *wire.StreamRead) (wir
 	page, err := s.Read(ctx, &service.Read{
 		Scope: scopeOf(m.Tenant, m.Namespace, m.Stream), Shard: m.Shard, From: m.From, End: m.End,
 		MaxRecords: int(m.MaxRecords), MaxBytes: int(m.MaxBytes),
+		FollowerMaxLag: time.Duration(m.FollowerMaxLagMS) * time.Millisecond,
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := &wire.StreamRecords{RequestID: m.RequestID, NextOffset: page.Next, Committed: page.Committed, Records: make([]wire.StreamRecord, 0, len(page.Records))}
+	out := &wire.StreamRecords{RequestID: m.RequestID, NextOffset: page.Next, Committed: page.Committed, Follower: page.Follower, Records: make([]wire.StreamRecord, 0, len(page.Records))}
 	for _, r := range page.Records {
 		wr := wire.StreamRecord{Offset: r.Offset, TimeMS: r.Time.UnixMilli(), Payload: r.Value, Key: r.Key}
 		for _, h := range r.Headers {

@@ -8,7 +8,7 @@ import (
 	"github.com/getfelix/felix-go/wire"
 )
 
-// The consumer group requests (issue #15): conversions between felix/1's
+// The consumer group requests: conversions between felix/1's
 // group messages and the service's types. A group_poll waits in the
 // session for up to its wait_ms, holding its stream's read loop: clients
 // poll on a stream of their own.

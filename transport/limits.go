@@ -8,7 +8,7 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// What one client connection may make the broker hold (issue #11). Each
+// What one client connection may make the broker hold. Each
 // bound stops the broker reading a stream when it is full, so QUIC flow
 // control pushes back on the client; none of them drops anything.
 const (

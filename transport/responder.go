@@ -168,7 +168,7 @@ func (r *responder) close() {
 // the reader never blocks on a stream nobody reads, but writes nothing.
 // Small ready answers are gathered into one write of about flushBytes; a
 // larger one goes out on its own, so nothing is copied into an ever
-// larger buffer (issue #11: 300 unread pages were concatenated into one).
+// larger buffer (300 unread pages were concatenated into one).
 func (r *responder) run() {
 	defer close(r.finished)
 	var buf []byte

@@ -44,12 +44,16 @@ type Config struct {
 	PublishWindow    int
 	Log              zerolog.Logger
 	// OnConnection is told of connection events (accepted, refused,
-	// auth_timeout, closed) for metrics; may be nil. It must not block.
+	// displaced, auth_timeout, closed) for metrics; may be nil. It must
+	// not block.
 	OnConnection func(event string)
 	// Admit, when set, is asked before a connection is served (the
-	// connection limits); a refusal closes it with the error's message.
-	// release is called when the connection ends.
-	Admit func(remote net.Addr) (release func(), err error)
+	// broker's limits on connections not yet authenticated); a refusal
+	// closes it with the error's message. displace closes the connection
+	// (CloseLimit) if the broker needs its place before it authenticates.
+	// release is called once the connection has authenticated (Open
+	// succeeded) or has ended, whichever comes first.
+	Admit func(remote net.Addr, displace func()) (release func(), err error)
 }
 
 // Server accepts QUIC connections and serves them.
@@ -116,8 +120,8 @@ func (s *Server) acceptLoop() {
 		s.event("accepted")
 		go func() {
 			defer s.wg.Done()
-			if s.admit(conn) {
-				s.serveConn(conn)
+			if release, ok := s.admit(conn); ok {
+				s.serveConn(conn, release)
 			}
 			s.event("closed")
 			s.mu.Lock()
@@ -128,19 +132,25 @@ func (s *Server) acceptLoop() {
 }
 
 // admit asks the broker whether conn may be served; a refused one is closed
-// with the reason. The release runs when the connection ends.
-func (s *Server) admit(conn *quic.Conn) bool {
+// with the reason. The returned release gives back the pre-auth slot;
+// serveConn calls it once the client authenticated, and it runs anyway
+// when the connection ends.
+func (s *Server) admit(conn *quic.Conn) (release func(), ok bool) {
 	if s.cfg.Admit == nil {
-		return true
+		return func() {}, true
 	}
-	release, err := s.cfg.Admit(conn.RemoteAddr())
+	displace := func() {
+		s.event("displaced")
+		_ = conn.CloseWithError(CloseLimit, "max_preauth_connections reached: closed unauthenticated to admit a newer connection; authenticate sooner after the handshake")
+	}
+	release, err := s.cfg.Admit(conn.RemoteAddr(), displace)
 	if err != nil {
 		s.event("refused")
 		_ = conn.CloseWithError(CloseLimit, wire.AsError(err).Message)
-		return false
+		return nil, false
 	}
 	context.AfterFunc(conn.Context(), release)
-	return true
+	return release, true
 }
 
 func (s *Server) event(e string) {

@@ -342,7 +342,7 @@ func DecodeEventBatchFlags(flags uint16, payload []byte) (base uint64, events []
 
 // DecodeEventBatchInto is DecodeEventBatchFlags decoding into dst[:0] when it
 // has room for the batch, so a reader that is done with one batch's slice
-// decodes the next into it without allocating (issue #17: the client's
+// decodes the next into it without allocating (the client's
 // subscription read path).
 func DecodeEventBatchInto(dst [][]byte, flags uint16, payload []byte) (base uint64, events [][]byte, err error) {
 	if flags&FlagEventBatch == 0 || flags&^(FlagEventBatch|FlagEventBatchOffsets) != 0 {

@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// Code is a wire error code. The numbers are the reference's and travel as
-// u16 in binary acks; never renumber one.
+// Code is a wire error code. The numbers are part of felix/1 (every client
+// and broker speaking it agrees on them) and travel as u16 in binary acks;
+// never renumber one.
 type Code uint16
 
 // NOTE: when adding a code, add it to codeNames and defaultRetry too.
@@ -100,7 +101,7 @@ func WrapError(code Code, cause error, format string, args ...any) *Error {
 
 // Error reads "code: message". It has no "felix:" prefix: callers wrap it
 // in their own context ("subscribe to t/ns/s: not_found: …"), and a prefix
-// here would show up in the middle of that line (issue #9).
+// here would show up in the middle of that line.
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }
@@ -179,7 +180,7 @@ func (e *RefusedError) Is(target error) bool {
 // that was not the stream's next.
 const ReasonOffsetMismatch = "offset_mismatch"
 
-// RefusedError's reasons for an idempotent producer's publish (§5.9).
+// RefusedError's reasons for an idempotent producer's publish.
 const (
 	// ReasonSequenceGap: the sequence skips ahead; Expected is the one the
 	// shard expects next.

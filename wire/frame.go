@@ -3,6 +3,12 @@
 // messages, the feature flags, and the table of error codes. It does no I/O
 // beyond reading and writing frames on an io.Reader or a byte slice, and it
 // never panics on input: every decoder returns a typed error instead.
+//
+// Non-obvious behaviour of msgpack/v5:
+//
+//   - msgpack/v5 decodes recursively, preallocates from claimed lengths and
+//     truncates integers: `CheckMsgpack` walks control payloads first and
+//     integer fields are range-checked. It reads `as_array` only from `_msgpack`.
 package wire
 
 import (
@@ -156,7 +162,7 @@ func NewFrameReader(r io.Reader, maxLen int) *FrameReader {
 
 // growStep is the first allocation for a frame's payload. The buffer then
 // doubles as bytes arrive, so a frame costs at most twice what was sent of
-// it, never what its header announced (issue #11: 300 headers of 12 bytes
+// it, never what its header announced (300 headers of 12 bytes
 // each allocated 16 MiB at once and exhausted a 4 GB broker). Doubling
 // rather than a fixed step keeps the copying linear in the frame's size.
 const growStep = 64 << 10

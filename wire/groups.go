@@ -2,7 +2,7 @@ package wire
 
 import "strings"
 
-// Consumer groups (issue #15): the control messages of a group's
+// Consumer groups: the control messages of a group's
 // consumers (group_poll, group_settle) and of its administration
 // (group_create, group_seek, group_describe, group_list, group_delete,
 // group_dead_letters, group_redrive, group_discard). A group is named per
@@ -37,7 +37,7 @@ const (
 	SettleDeadLetter = "dead_letter"
 )
 
-// Limits of one group poll (reference §5.6).
+// Limits of one group poll.
 const (
 	GroupMaxPollRecords = 1000
 	GroupMaxPollBytes   = 4 << 20

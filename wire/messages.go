@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -82,7 +83,8 @@ func (m *PublishRefused) Err() *RefusedError {
 
 // Feature bits say which requests exist. They are negotiated in the
 // handshake: the broker answers with the intersection of what the client
-// offered and what it supports. Numbers follow the reference.
+// offered and what it supports. The bits are part of felix/1; never
+// reassign one.
 const (
 	FeatureErrorCodes      uint32 = 0x0000_0800
 	FeaturePublishPipeline uint32 = 0x0000_8000
@@ -101,7 +103,7 @@ const (
 	// SupportedFeatures is every feature this version implements.
 	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards |
 		FeaturePublishConditional | FeatureIdempotentProducer | FeatureRedirect | FeatureShardOwners |
-		FeatureReplicationStatus
+		FeatureReplicationStatus | FeatureCache
 	// SupportedFlags is every frame flag this version reads and writes.
 	SupportedFlags = knownFlags
 )
@@ -272,6 +274,15 @@ type StreamCreate struct {
 	// (0: the broker's default: 3 in a cluster of at least 3 members with
 	// a peer link, else 1).
 	Replicas uint32 `msgpack:"replicas,omitempty"`
+	// LogAppendTime makes every record's time its append time, never a
+	// producer's (Kafka's message.timestamp.type=LogAppendTime); durable
+	// streams only.
+	LogAppendTime bool `msgpack:"log_append_time,omitempty"`
+	// Compression is the codec the Kafka listener compresses fetched
+	// batches with where that saves bytes (Kafka's compression.type):
+	// gzip, snappy, lz4, zstd or none; empty for each batch in the codec
+	// its producer sent; durable streams only.
+	Compression string `msgpack:"compression,omitempty"`
 }
 
 // StreamGet asks for one stream's definition; answered by StreamInfo.
@@ -311,6 +322,8 @@ type StreamInfo struct {
 	RetentionBytes int64  `msgpack:"retention_bytes,omitempty"`
 	RetentionAgeMS int64  `msgpack:"retention_age_ms,omitempty"`
 	Replicas       uint32 `msgpack:"replicas,omitempty"`
+	LogAppendTime  bool   `msgpack:"log_append_time,omitempty"`
+	Compression    string `msgpack:"compression,omitempty"`
 	// Implicit is true for a stream made by its first publish or subscribe.
 	Implicit    bool  `msgpack:"implicit,omitempty"`
 	CreatedAtMS int64 `msgpack:"created_at_ms"`
@@ -323,8 +336,11 @@ type StreamInfos struct {
 }
 
 // StreamRead asks for one page of committed records of a durable shard,
-// from From, stopping before End when End is set; it never waits and
-// registers nothing. Answered by StreamRecords.
+// from From, stopping before End when End is set; it registers nothing.
+// On a replicated shard it is linearizable: the leader answers once it
+// confirmed its leadership with a quorum, and a follower refuses
+// not_leader naming the leader, unless FollowerMaxLagMS asks for a
+// follower read. Answered by StreamRecords.
 type StreamRead struct {
 	RequestID  uint64  `msgpack:"request_id"`
 	Tenant     string  `msgpack:"tenant"`
@@ -335,7 +351,19 @@ type StreamRead struct {
 	End        *uint64 `msgpack:"end,omitempty"`
 	MaxRecords uint32  `msgpack:"max_records,omitempty"`
 	MaxBytes   uint32  `msgpack:"max_bytes,omitempty"`
+	// FollowerMaxLagMS, when not zero, asks for a follower read (at most
+	// MaxFollowerLagMS): any replica of a replicated shard answers from
+	// what it applied, if it heard from its leader within that many
+	// milliseconds and applied all the leader said was committed. The
+	// answer's Committed is then that replica's applied end, and Follower
+	// is set. A broker that predates the field ignores it.
+	FollowerMaxLagMS uint32 `msgpack:"follower_max_lag_ms,omitempty"`
 }
+
+// MaxFollowerLagMS is the largest FollowerMaxLagMS a broker takes: a
+// follower read staler than a minute is refused as invalid_request
+// rather than promised.
+const MaxFollowerLagMS = 60_000
 
 // StreamRecord is one record of a StreamRecords page. Key and Headers are
 // optional fields, present only for a record stored with them (one
@@ -357,12 +385,14 @@ type StreamHeader struct {
 }
 
 // StreamRecords answers StreamRead: the records and the offset to read from
-// next. Committed is the end of what could be read when the page was made.
+// next. Committed is the end of what could be read when the page was made;
+// Follower says a follower served it, from its own applied state.
 type StreamRecords struct {
 	RequestID  uint64         `msgpack:"request_id"`
 	Records    []StreamRecord `msgpack:"records"`
 	NextOffset uint64         `msgpack:"next_offset"`
 	Committed  uint64         `msgpack:"committed"`
+	Follower   bool           `msgpack:"follower,omitempty"`
 }
 
 func (*StreamRead) Type() MsgType    { return TypeStreamRead }
@@ -483,6 +513,9 @@ func newMessage(t MsgType) Message {
 	case TypeProducerInitOK:
 		return &ProducerInitOK{}
 	}
+	if m := newCacheMessage(t); m != nil { // cache.go
+		return m
+	}
 	return newGroupMessage(t) // groups.go
 }
 
@@ -512,9 +545,48 @@ func AppendMessage(b []byte, m Message) ([]byte, error) {
 }
 
 // DecodeMessage decodes a control payload (a frame with no flags) of at
-// most MaxControlBytes: what a broker accepts from a client.
+// most MaxRequestBytes for its type: what a broker accepts from a client.
 func DecodeMessage(payload []byte) (Message, error) {
-	return DecodeMessageLimit(payload, MaxControlBytes)
+	if len(payload) > MaxControlBytes {
+		if len(payload) > MaxCacheWriteBytes || !carriesValues(peekType(payload)) {
+			return nil, fmt.Errorf("%w: control message of %d bytes, cap %d", ErrFrameTooLarge, len(payload), MaxControlBytes)
+		}
+	}
+	return DecodeMessageLimit(payload, MaxCacheWriteBytes)
+}
+
+// MaxCacheWriteBytes caps the control messages that carry a cache's
+// values (cache_put, cache_commit): a value of up to a cache's 1 MiB, its
+// key and conditions, or a commit's ops and event.
+const MaxCacheWriteBytes = 2 << 20
+
+// MaxRequestBytes is the largest payload a broker decodes for a request
+// of m's type; a client refuses a larger one before sending it, since the
+// broker's refusal could not name the request it did not decode.
+func MaxRequestBytes(m Message) int {
+	if carriesValues(m.Type()) {
+		return MaxCacheWriteBytes
+	}
+	return MaxControlBytes
+}
+
+func carriesValues(t MsgType) bool { return t == TypeCachePut || t == TypeCacheCommit }
+
+// peekType reads a control payload's type without decoding its body; ""
+// when the payload is not a well-formed envelope.
+func peekType(payload []byte) MsgType {
+	if checkMsgpack(payload) != nil {
+		return ""
+	}
+	d := msgpack.NewDecoder(bytes.NewReader(payload))
+	if n, err := d.DecodeArrayLen(); err != nil || n != 2 {
+		return ""
+	}
+	t, err := d.DecodeString()
+	if err != nil {
+		return ""
+	}
+	return MsgType(t)
 }
 
 // DecodeMessageLimit decodes a control payload of at most limit bytes. A

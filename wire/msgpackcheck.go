@@ -20,14 +20,19 @@ const MaxControlBytes = 64 << 10
 // payload would overflow the goroutine stack, which recover cannot catch.
 const maxControlDepth = 8
 
-// checkMsgpack walks one msgpack value without recursion and refuses what
+// checkMsgpack checks a control message's payload (CheckMsgpack).
+func checkMsgpack(b []byte) error { return CheckMsgpack(b, maxControlDepth) }
+
+// CheckMsgpack walks one msgpack value without recursion and refuses what
 // would make msgpack/v5 misbehave before it sees the bytes: nesting deeper
-// than maxControlDepth, any length or count larger than the bytes left (the
+// than maxDepth, any length or count larger than the bytes left (the
 // library preallocates from claimed lengths, and a 6-byte payload claiming a
-// 4 GiB string cost it a megabyte per call), reserved codes, and trailing bytes.
-func checkMsgpack(b []byte) error {
+// 4 GiB string cost it a megabyte per call), reserved codes, and trailing
+// bytes. Its errors wrap ErrMalformed. Every front end that decodes msgpack
+// from a client walks it first.
+func CheckMsgpack(b []byte, maxDepth int) error {
 	// pending[i] is how many values are still owed at depth i.
-	pending := make([]uint64, 1, maxControlDepth+1)
+	pending := make([]uint64, 1, maxDepth+1)
 	pending[0] = 1
 	for len(pending) > 0 {
 		if pending[len(pending)-1] == 0 {
@@ -36,7 +41,7 @@ func checkMsgpack(b []byte) error {
 		}
 		pending[len(pending)-1]--
 		if len(b) == 0 {
-			return fmt.Errorf("%w: control message ends inside a value", ErrMalformed)
+			return fmt.Errorf("%w: msgpack ends inside a value", ErrMalformed)
 		}
 		c := b[0]
 		b = b[1:]
@@ -63,14 +68,14 @@ func checkMsgpack(b []byte) error {
 		}
 		b = b[skip:]
 		if items > 0 {
-			if len(pending) > maxControlDepth {
-				return fmt.Errorf("%w: control message nested deeper than %d", ErrMalformed, maxControlDepth)
+			if len(pending) > maxDepth {
+				return fmt.Errorf("%w: msgpack nested deeper than %d", ErrMalformed, maxDepth)
 			}
 			pending = append(pending, items)
 		}
 	}
 	if len(b) != 0 {
-		return fmt.Errorf("%w: %d trailing bytes after control message", ErrMalformed, len(b))
+		return fmt.Errorf("%w: %d trailing bytes after the msgpack value", ErrMalformed, len(b))
 	}
 	return nil
 }

@@ -43,6 +43,9 @@ type ShardReplication struct {
 	// readers see on this replica.
 	Commit        uint64 `msgpack:"commit" json:"commit"`
 	AppliedOffset uint64 `msgpack:"applied_offset" json:"applied_offset"`
+	// Quiet: the group is idle and this replica does not tick (no
+	// heartbeats, no election timer) until something wakes it.
+	Quiet bool `msgpack:"quiet,omitempty" json:"quiet,omitempty"`
 	// Replicas, on the leader only, is each replica's progress.
 	Replicas []ReplicaProgress `msgpack:"replicas,omitempty" json:"replicas,omitempty"`
 }

@@ -1,6 +1,7 @@
 // Package clustercerts mints the certificates members of a cluster present
-// to each other on the peer link (peerlink, mutual TLS): a cluster CA, and
-// one leaf per member, usable both as server and as client. `felix cluster
+// to each other on the peer link (peerlink, mutual TLS) and to etcd: a
+// cluster CA, one leaf per member, usable both as server and as client,
+// and etcd's server certificate. `felix cluster
 // certs` writes them for operators, `felix dev cluster` and the test
 // harnesses for their members. Standard library only.
 package clustercerts
@@ -19,6 +20,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -36,9 +38,13 @@ const (
 func CertFile(node string) string { return node + ".pem" }
 func KeyFile(node string) string  { return node + "-key.pem" }
 
-// Files are the three knobs a member sets (cluster_tls_ca, cluster_tls_cert,
-// cluster_tls_key), as paths.
+// Files are a certificate's paths with its CA's: for a member, the three
+// knobs it sets (cluster_tls_ca, cluster_tls_cert, cluster_tls_key).
 type Files struct{ CA, Cert, Key string }
+
+// EtcdName names etcd's server certificate in a directory (EtcdName.pem,
+// EtcdName-key.pem). A member's node id may not be it.
+const EtcdName = "etcd"
 
 // CA is a cluster certificate authority.
 type CA struct {
@@ -84,10 +90,27 @@ func WithUsages(u ...x509.ExtKeyUsage) LeafOption {
 	return func(c *x509.Certificate) { c.ExtKeyUsage = u }
 }
 
+// WithHosts replaces the leaf's subject alternative names with hosts:
+// IP addresses as IP SANs, anything else as a DNS name. A client that
+// checks names (etcd's does) accepts the leaf only on these.
+func WithHosts(hosts ...string) LeafOption {
+	return func(c *x509.Certificate) {
+		c.IPAddresses, c.DNSNames = nil, nil
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil {
+				c.IPAddresses = append(c.IPAddresses, ip)
+			} else {
+				c.DNSNames = append(c.DNSNames, h)
+			}
+		}
+	}
+}
+
 // Leaf issues a member certificate named name with both the ServerAuth and
-// ClientAuth usages (each member dials and is dialled on the peer link) and
-// 127.0.0.1 as IP SAN. peerlink checks the chain, not names: the SAN is for
-// tools that do.
+// ClientAuth usages (each member dials and is dialled on the peer link),
+// name (the member's node id) as Common Name and DNS SAN, and 127.0.0.1 as
+// IP SAN. peerlink checks the chain and the node id, not host names: the
+// IP SAN is for tools that do.
 func (c *CA) Leaf(name string, opts ...LeafOption) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -145,6 +168,63 @@ func Ensure(dir string, nodes []string) (map[string]Files, error) {
 		out[node] = f
 	}
 	return out, nil
+}
+
+// EnsureEtcd makes sure dir holds the CA and etcd's server certificate
+// (EtcdName.pem), valid for each of hosts (the names and addresses
+// members dial etcd at), minting what is missing, and returns its files.
+// The certificate carries serverAuth and clientAuth, so an etcd cluster's
+// members may present it to each other too. One already there that does
+// not name every host is refused rather than replaced: etcd may be
+// serving it.
+func EnsureEtcd(dir string, hosts []string) (Files, error) {
+	if len(hosts) == 0 {
+		return Files{}, errors.New("clustercerts: etcd's certificate needs the hosts members dial it at")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return Files{}, fmt.Errorf("clustercerts: make %s: %w", dir, err)
+	}
+	ca, err := ensureCA(dir)
+	if err != nil {
+		return Files{}, err
+	}
+	f := Files{CA: filepath.Join(dir, CAFile), Cert: filepath.Join(dir, CertFile(EtcdName)), Key: filepath.Join(dir, KeyFile(EtcdName))}
+	if exists(f.Cert) && exists(f.Key) {
+		return f, checkHosts(f, hosts)
+	}
+	leaf, err := ca.Leaf(EtcdName, WithHosts(hosts...))
+	if err != nil {
+		return Files{}, err
+	}
+	return f, WritePair(f.Cert, f.Key, leaf)
+}
+
+// checkHosts says which of hosts f's certificate is not valid for.
+func checkHosts(f Files, hosts []string) error {
+	path := f.Cert
+	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return fmt.Errorf("clustercerts: %s: %w", path, err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("clustercerts: %s: %w", path, err)
+	}
+	for _, h := range hosts {
+		if leaf.VerifyHostname(h) != nil {
+			return fmt.Errorf("clustercerts: %s is not valid for %s (it names %s): remove it and its key to mint one for the hosts given",
+				path, h, strings.Join(append(leaf.DNSNames, ipStrings(leaf.IPAddresses)...), ", "))
+		}
+	}
+	return nil
+}
+
+func ipStrings(ips []net.IP) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
 }
 
 // LoadCA loads dir's CA (CAFile and CAKeyFile).

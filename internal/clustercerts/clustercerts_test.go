@@ -68,3 +68,47 @@ func TestEnsureRefusesBrokenCA(t *testing.T) {
 		t.Fatal("Ensure accepted a CA whose key does not load")
 	}
 }
+
+// TestEnsureEtcd: etcd's certificate is signed by the members' CA, valid
+// for the hosts given (an address and a name) and no other, kept by a
+// second run, and refused, not replaced, when a run names a host it lacks.
+func TestEnsureEtcd(t *testing.T) {
+	dir := t.TempDir()
+	members, err := Ensure(dir, []string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := EnsureEtcd(dir, []string{"10.0.0.5", "etcd.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.CA != members["a"].CA {
+		t.Errorf("etcd's CA is %s, want the members' %s", f.CA, members["a"].CA)
+	}
+	pem, _ := os.ReadFile(f.CA)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+	for _, host := range []string{"10.0.0.5", "etcd.example"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("etcd's certificate does not verify as %s: %v", host, err)
+		}
+	}
+	if leaf.VerifyHostname("127.0.0.1") == nil {
+		t.Error("etcd's certificate is valid for 127.0.0.1, which was not asked for")
+	}
+	before, _ := os.ReadFile(f.Cert)
+	if _, err := EnsureEtcd(dir, []string{"etcd.example"}); err != nil {
+		t.Errorf("a second run naming a host the certificate has: %v", err)
+	}
+	if _, err := EnsureEtcd(dir, []string{"10.0.0.6"}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("not valid for 10.0.0.6")) {
+		t.Errorf("a run naming a host the certificate lacks: err = %v, want it refused naming the host", err)
+	}
+	if after, _ := os.ReadFile(f.Cert); !bytes.Equal(before, after) {
+		t.Error("EnsureEtcd rewrote etcd's certificate")
+	}
+}

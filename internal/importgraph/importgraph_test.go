@@ -22,36 +22,51 @@ const module = "github.com/getfelix/felix-go"
 // tests may reach for anything (client's tests start a broker).
 //
 // Rows list what a package may use, not only what it uses today
-// (actors may use wire).
+// (actors may use wire). Rows run from the bottom layer up, and a row may
+// name only packages of rows above it, so no package imports one above
+// its own layer and the graph has no cycle.
 var layers = []struct {
 	pkg string
 	may []string
 	why string
 }{
+	// Leaves: the protocol, knobs and stores that know no other package.
 	{"wire", nil,
 		"the protocol is the leaf every side shares, so it depends on none of them"},
-	{"actors", []string{"wire"},
-		"the actor kit is generic: no stream, subscriber, lane or storage notion"},
-	{"config", nil,
-		"knobs and defaults: read by the broker and the CLI, reads nobody"},
+	{"config", []string{"wire"},
+		"knobs and defaults: read by the broker and the CLI; it checks names (kafka_default_namespace) by the wire's rules and reads nothing else"},
 	{"metadata", nil,
 		"the bbolt store of stream definitions: the broker adapts it for the registry"},
+	{"routing", nil,
+		"key to shard: the one function the broker and a client routing by itself share; it depends on nothing"},
+	{"cache", nil,
+		"a cache's state machine: the key index over a shard's records and their encoding, no I/O; the shard owns an index and feeds it what commits"},
+	{"peerlink", nil,
+		"the link between members carries opaque messages per group over QUIC with mutual TLS; it knows no raft, shard or wire"},
+	{"internal/probe", nil,
+		"the data path's latency probes: a leaf every hop may mark, empty unless built with -tags felixprobe"},
+	{"internal/clustercerts", nil,
+		"mints the cluster CA and member certificates of the peer link, for operators (felix cluster certs), felix dev cluster and tests; standard library only"},
 	{"persistence", nil,
-		"the log knows no actors and no wire: a shard reaches it through streams.Log, which broker/durable.go adapts"},
+		"the log knows no actors and no wire: a shard reaches it through streams.Log, which the broker adapts"},
+	{"persistence/errorfs", []string{"persistence"},
+		"a failing disk over persistence's FS for chaos and tests: it knows the file system interface and nothing above it"},
 	{"replication", []string{"persistence"},
-		"raft over a shard's log, which is raft's log: it uses persistence's types and reaches the log through its own EntryLog; it knows no actor, stream or wire, and the shard will drive its Replica"},
+		"raft over a shard's log, which is raft's log: it uses persistence's types and reaches the log through its own EntryLog; it knows no actor, stream or wire"},
+
+	// The actor kit and the core's actors.
+	{"actors", []string{"wire"},
+		"the actor kit is generic: no stream, subscriber, lane or storage notion"},
 	{"metrics", []string{"actors"},
 		"the collector reads live mailbox depths from actors.Directory"},
 	{"lanes", []string{"actors", "internal/probe", "wire"},
 		"lanes and connection writers sit below the shard and the feeders"},
-	{"routing", nil,
-		"key to shard: the one function the broker and a client routing by itself share; it depends on nothing"},
-	{"streams", []string{"actors", "internal/probe", "routing", "wire"},
+	{"streams", []string{"actors", "cache", "internal/probe", "routing", "wire"},
 		"the shard reaches storage through its own streams.Log, never persistence, and sends to feeders by mailbox"},
-	{"groups", []string{"actors", "service", "streams", "wire"},
-		"a group actor reads its data shard's log and writes its state through the state shard, both handed to it by the broker"},
 	{"subscribers", []string{"actors", "internal/probe", "lanes", "streams", "wire"},
 		"a feeder takes envelopes from a shard and hands them to a lane"},
+
+	// The service boundary and what sits at it.
 	{"internal/quicconf", []string{"wire"},
 		"shared QUIC and TLS settings: broker and client both use them, so they use neither"},
 	{"quota", []string{"wire"},
@@ -60,34 +75,66 @@ var layers = []struct {
 		"tokens, keys and grants: the broker calls it at the service boundary; it knows no broker, transport, stream or actor"},
 	{"service", []string{"wire"},
 		"the protocol-neutral broker API: domain types and the interfaces front ends call; it knows no actor, stream or storage"},
+	{"producers", []string{"metadata", "wire"},
+		"the idempotent producer ids given out and their tenants; where an id is stored is the caller's"},
+	{"durable", []string{"persistence", "streams", "wire"},
+		"a broker's durable shard logs on disk: persistence adapted to streams.Log; it knows no actor and no cluster"},
+	{"sessions", []string{"actors", "lanes", "service", "streams", "wire"},
+		"a connection's session actor: it knows the writers and feeders it ends, never how a subscription was built"},
+	{"cachefront", []string{"actors", "auth", "cache", "service", "streams", "wire"},
+		"a connection's cache calls: checks, a key routed to its shard, the shard asked; what a connection knows comes through its Conn"},
+	{"scramlogin", []string{"auth", "metadata", "service", "wire"},
+		"a Kafka SCRAM login checked against stored credentials; the limiter and the session it opens are the broker's"},
+	{"groups", []string{"actors", "auth", "metrics", "service", "streams", "wire"},
+		"a group actor reads its data shard's log and writes its state through the state shard, both handed to it by the broker; its front checks a connection's group calls through the connection's own lookups (Conn)"},
+	{"cluster", []string{"actors", "wire"},
+		"membership, definitions, placement and owner leases in etcd: the broker asks it who owns a shard and it tells the broker what it gained and lost; it asks other members for their actor trees with the actor kit's one request (actors.Request), and knows no stream or storage"},
+
+	// Front ends: each reaches the broker only through service.Service.
 	{"transport", []string{"internal/probe", "internal/quicconf", "service", "wire"},
 		"felix/1 is a front end: it converts the wire to service types and reaches the broker only through service.Service"},
-	{"client", []string{"internal/probe", "internal/quicconf", "routing", "wire"},
-		"the client is the other end of the wire: it shares the protocol and the QUIC settings, nothing of the broker"},
-	{"internal/clustercerts", nil,
-		"mints the cluster CA and member certificates of the peer link, for operators (felix cluster certs), felix dev cluster and tests; standard library only"},
-	{"internal/testcerts", []string{"internal/clustercerts"},
-		"test certificates for mutual TLS (a CA and its leaves): clustercerts with a test's failure handling"},
-	{"peerlink", nil,
-		"the link between members carries opaque messages per group over QUIC with mutual TLS; it knows no raft, shard or wire"},
-	{"cluster", []string{"wire"},
-		"membership, definitions, placement and owner leases in etcd: the broker asks it who owns a shard and it tells the broker what it gained and lost; it knows no actor tree, stream or storage"},
-	{"internal/clustertest", []string{"auth", "client", "cluster", "internal/clustercerts", "internal/quicconf", "wire"},
-		"test helpers run an embedded etcd and real broker processes, and drive them through the client; the members share one signing key (auth) and one certificate (quicconf), as a client of them all needs"},
-	{"cluster/e2e", nil,
-		"end-to-end tests only: they import the client and the harness in their test files"},
 	{"kafka", []string{"service", "wire"},
 		"the Kafka front end: like transport, it converts its protocol to service types and reaches the broker only through service.Service"},
-	{"broker", []string{"actors", "auth", "cluster", "config", "groups", "internal/quicconf", "kafka", "lanes", "metadata", "metrics", "peerlink", "persistence", "quota", "replication", "routing", "service", "streams", "subscribers", "transport", "wire"},
-		"the broker assembles the tree and the transport; it never uses the client or the test helpers"},
-	{"internal/brokertest", []string{"actors", "auth", "broker", "client", "config", "internal/quicconf", "metrics", "wire"},
-		"test helpers drive a real broker through the client and raw QUIC"},
+	{"webfront", []string{"internal/quicconf", "service", "wire"},
+		"the browser front end: like transport and kafka, it converts its framing to service types and reaches the broker only through service.Service; its WebTransport listener takes felix/1's QUIC settings"},
+	{"js", nil,
+		"the JavaScript client's modules, embedded for the admin pages; its Go tests drive a broker, its code imports nothing"},
+	{"admin", []string{"actors", "auth", "cluster", "js", "service", "wire"},
+		"the admin HTTP endpoint, its token checks and the live pages: it reaches the broker through service.Service and admin.Member, which it defines and the broker implements, and never imports the broker"},
+
+	// A cluster member's raft and peer side.
+	{"defstore", []string{"cluster", "metadata", "routing", "streams", "wire"},
+		"where stream definitions are kept: metadata.db or etcd, and streams.Def converted to each store's record"},
+	{"member", []string{"cluster", "metrics", "peerlink", "persistence", "replication", "service", "streams", "wire"},
+		"a member's replicas run raft over their shards' logs and talk over the peer link; it reaches the broker only through its own Host, and knows no actor tree, transport or front end"},
+
+	// Assembly.
+	{"broker", []string{"actors", "admin", "auth", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "routing", "scramlogin", "service", "sessions", "streams", "subscribers", "transport", "webfront", "wire"},
+		"the broker assembles the tree, the transport and the member; raft and the peer link it reaches only through member, and it never uses the client or the test helpers"},
+
+	// The other end of the wire, and what drives a broker from outside.
+	{"client", []string{"internal/probe", "internal/quicconf", "routing", "wire"},
+		"the client is the other end of the wire: it shares the protocol and the QUIC settings, nothing of the broker"},
+	{"internal/testcerts", []string{"internal/clustercerts"},
+		"test certificates for mutual TLS (a CA and its leaves): clustercerts with a test's failure handling"},
+	{"brokertest", []string{"actors", "auth", "broker", "client", "config", "internal/quicconf", "metrics", "wire"},
+		"test helpers drive a real broker through the client and raw QUIC, as net/http/httptest drives a server"},
+	{"clustertest", []string{"auth", "client", "cluster", "internal/clustercerts", "internal/quicconf", "wire"},
+		"test helpers run an embedded etcd and real broker processes, and drive them through the client; the members share one signing key (auth) and one certificate (quicconf), as a client of them all needs"},
 	{"loadgen", []string{"auth", "broker", "client", "config", "internal/quicconf", "wire"},
 		"the load generator drives a broker (embedded or remote) through the client and reads its metrics"},
-	{"cmd/felix", []string{"auth", "broker", "client", "cluster", "config", "internal/clustercerts", "internal/quicconf", "loadgen", "metadata", "persistence", "wire"},
-		"the CLI runs a broker or a client, never the actors directly; its offline log tools (felix log verify/repair) read logs with persistence, under metadata's data-directory lock"},
+	{"cmd/felix", []string{"admin", "auth", "broker", "client", "cluster", "config", "internal/clustercerts", "internal/quicconf", "loadgen", "metadata", "persistence", "wire"},
+		"the CLI runs a broker or a client, never the actors directly; its offline log tools (felix log verify/repair) read logs with persistence, under metadata's data-directory lock; felix kafka user speaks the admin endpoint's user routes in admin's types"},
 	{"examples/embed", []string{"actors", "auth", "broker", "client", "config", "transport"},
 		"an example uses only what a program outside this module can import: nothing under internal/"},
+
+	// Tests and benchmarks with code of their own.
+	{"cluster/e2e", nil,
+		"end-to-end tests only: they import the client and the harness in their test files"},
+	{"cluster/linearizable", nil,
+		"the Jepsen-style tests only: they import the client, the harness and porcupine in their test files"},
+	{"admin/ui/browsertest", nil,
+		"the browser tests' chromedp helpers drive a page in Chromium; they know nothing of Felix's packages"},
 	{"bench/quicraw", []string{"internal/quicconf"},
 		"the raw quic-go ceiling uses Felix's QUIC settings and nothing else of Felix"},
 	{"bench/chart", nil,
@@ -96,11 +143,7 @@ var layers = []struct {
 		"the Felix side of compare.sh's consumer group row: a client of a broker it does not start"},
 	{"bench/soak", []string{"client", "internal/quicconf", "wire"},
 		"the soak benchmark runs felix as a child process and drives it from outside: the client, and raw QUIC speaking wire frames for its hostile clients"},
-	{"broker/ui/browsertest", nil,
-		"the browser tests' chromedp helpers drive a page in Chromium; they know nothing of Felix's packages"},
-	{"internal/probe", nil,
-		"the latency probes of issue #17: a leaf every hop of the data path may mark, empty unless built with -tags felixprobe"},
-	{"bench/latprobe", []string{"client", "internal/brokertest", "internal/probe", "internal/quicconf", "wire"},
+	{"bench/latprobe", []string{"brokertest", "client", "internal/probe", "internal/quicconf", "wire"},
 		"the hop-by-hop latency breakdown: a broker and its client in one process, so the probes share one clock; raw quic-go for the crossing it is compared with"},
 	{"internal/importgraph", nil,
 		"this test's package has no code"},
@@ -119,7 +162,8 @@ func TestImportGraph(t *testing.T) {
 
 // TestViolationsNameTheImport: the check reports a forbidden import by
 // importer and import, with the row's reason; a package with no row and a
-// row with no package are reported too.
+// row with no package are reported too, and so is a row that names a
+// package whose row is below it.
 func TestViolationsNameTheImport(t *testing.T) {
 	graph := map[string][]string{}
 	for _, l := range layers {
@@ -131,11 +175,17 @@ func TestViolationsNameTheImport(t *testing.T) {
 	graph["transport"] = []string{"wire", "streams"}
 	graph["newpkg"] = nil
 	delete(graph, "bench/chart")
+	saved := layers
+	defer func() { layers = saved }()
+	layers = slices.Clone(layers)
+	layers = append(layers[1:], layers[0]) // wire's row below everything that uses it
+	graph["wire"] = nil
 	got := strings.Join(violations(graph), "\n")
 	for _, want := range []string{
 		"transport imports streams; transport may import only [internal/probe internal/quicconf service wire]: felix/1 is a front end",
 		"newpkg has no row in layers",
 		"layers has a row for bench/chart",
+		"actors may import wire, whose row is not above it",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("violations are\n%s\nwant one containing %q", got, want)
@@ -149,6 +199,11 @@ func violations(graph map[string][]string) []string {
 	var out []string
 	rows := make(map[string]bool, len(layers))
 	for _, l := range layers {
+		for _, may := range l.may {
+			if !rows[may] {
+				out = append(out, fmt.Sprintf("%s may import %s, whose row is not above it: move %s's row up, or the import out", l.pkg, may, may))
+			}
+		}
 		rows[l.pkg] = true
 		imports, ok := graph[l.pkg]
 		if !ok {

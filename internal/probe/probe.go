@@ -1,5 +1,5 @@
 // Package probe timestamps the hops of one delivery, for the latency
-// breakdown of issue #17 (bench/latprobe). In every ordinary build (without
+// breakdown in bench/latprobe. In every ordinary build (without
 // the felixprobe build tag) Mark is an empty function the compiler removes,
 // so the data path pays nothing; built with -tags felixprobe, Mark records
 // when each hop last ran, which means something only while one message at

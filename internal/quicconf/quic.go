@@ -1,6 +1,7 @@
 // Package quicconf holds the QUIC and TLS settings the broker's transport
 // and the Go client share: the quic-go config, TLS 1.3 with the felix/1
-// ALPN, and the broker's self-signed certificate. It exists so that the
+// ALPN, the broker's self-signed certificate, and WebTransport's
+// short-lived one (ShortLived). It exists so that the
 // client need not import transport, which is the broker's side of the wire.
 package quicconf
 
@@ -38,7 +39,7 @@ func QUICConfig() *quic.Config {
 }
 
 // ServerQUICConfig is QUICConfig as the broker listens with it, with the
-// limits on what a client may open (issue #11):
+// limits on what a client may open:
 //
 //   - No unidirectional streams: a client never opens one (event streams
 //     go from broker to client), and each could buffer a stream window.

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/getfelix/felix-go/wire"
@@ -31,22 +32,83 @@ const (
 // no certificate configured it loads, or generates once, a self-signed one in
 // dataDir, valid for localhost and the loopback addresses.
 func ServerTLS(certFile, keyFile, dataDir string) (*tls.Config, error) {
+	cfg, _, err := ReloadableServerTLS(certFile, keyFile, dataDir)
+	return cfg, err
+}
+
+// ReloadableServerTLS is ServerTLS whose certificate comes from the
+// returned Certificates on every handshake (tls.Config.GetCertificate), so
+// Certificates.Reload swaps it for new connections without a restart.
+func ReloadableServerTLS(certFile, keyFile, dataDir string) (*tls.Config, *Certificates, error) {
 	if certFile == "" && keyFile == "" {
 		var err error
 		if certFile, keyFile, err = ensureSelfSigned(dataDir); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	certs, err := LoadCertificates(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("quicconf: load certificate %s: %w", certFile, err)
+		return nil, nil, err
 	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{wire.ALPN},
-		MinVersion:   tls.VersionTLS13,
-	}, nil
+	return certs.ServerConfig(), certs, nil
 }
+
+// ServerConfig is a new ServerTLS config taking its certificate from c:
+// listeners that share c share its reloads.
+func (c *Certificates) ServerConfig() *tls.Config {
+	return &tls.Config{
+		GetCertificate: c.GetCertificate,
+		NextProtos:     []string{wire.ALPN},
+		MinVersion:     tls.VersionTLS13,
+	}
+}
+
+// Certificates holds a certificate and key loaded from two files, read
+// again by Reload. Handshakes read it through GetCertificate; a connection
+// keeps the certificate it was made with. It is safe for concurrent use.
+type Certificates struct {
+	certFile, keyFile string
+	cert              atomic.Pointer[tls.Certificate]
+}
+
+// LoadCertificates loads the PEM pair in certFile and keyFile.
+func LoadCertificates(certFile, keyFile string) (*Certificates, error) {
+	c := &Certificates{certFile: certFile, keyFile: keyFile}
+	if err := c.Reload(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Reload reads the files again. A pair that does not load (a half-written
+// file, a key that does not match) returns the error and keeps the
+// certificate in force, so a bad deploy never leaves the listener without
+// one.
+func (c *Certificates) Reload() error {
+	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	if err != nil {
+		return fmt.Errorf("quicconf: load certificate %s and key %s: %w", c.certFile, c.keyFile, err)
+	}
+	if cert.Leaf == nil && len(cert.Certificate) > 0 {
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return fmt.Errorf("quicconf: parse certificate %s: %w", c.certFile, err)
+		}
+	}
+	c.cert.Store(&cert)
+	return nil
+}
+
+// GetCertificate is tls.Config.GetCertificate: the certificate in force.
+func (c *Certificates) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return c.cert.Load(), nil
+}
+
+// Leaf is the certificate in force, parsed: for logging what a reload
+// loaded (its subject, serial and expiry).
+func (c *Certificates) Leaf() *x509.Certificate { return c.cert.Load().Leaf }
+
+// CertFile is the certificate's file.
+func (c *Certificates) CertFile() string { return c.certFile }
 
 // RequireClientCerts makes cfg demand a client certificate signed by one of
 // the CA certificates in caFile (mutual TLS).

@@ -2,10 +2,15 @@ package quicconf
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/getfelix/felix-go/wire"
 )
@@ -43,5 +48,91 @@ func TestSelfSignedOnceAndTrusted(t *testing.T) {
 	}
 	if _, err := ClientTLS(filepath.Join(dir, KeyFile), false); err == nil {
 		t.Errorf("ClientTLS accepted %s, which holds no certificate", KeyFile)
+	}
+}
+
+// TestCertificatesReload swaps the certificate files under a live QUIC
+// listener's TLS config: a handshake before Reload gets the old
+// certificate, one after it the new; a pair that does not load is refused
+// and the certificate in force stays.
+func TestCertificatesReload(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writePair := func(cert, key []byte) {
+		t.Helper()
+		if err := os.WriteFile(certFile, cert, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldCert, oldKey, err := selfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePair(oldCert, oldKey)
+	srv, certs, err := ReloadableServerTLS(certFile, keyFile, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.GetCertificate == nil || len(srv.Certificates) != 0 {
+		t.Fatal("ReloadableServerTLS: want the certificate from GetCertificate only")
+	}
+	ln, err := quic.ListenAddr("127.0.0.1:0", srv, ServerQUICConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			_ = c.CloseWithError(0, "")
+		}
+	}()
+	served := func() []byte {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cli := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{wire.ALPN}, MinVersion: tls.VersionTLS13}
+		c, err := quic.DialAddr(ctx, ln.Addr().String(), cli, QUICConfig())
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		defer c.CloseWithError(0, "")
+		return c.ConnectionState().TLS.PeerCertificates[0].Raw
+	}
+	derOf := func(certPEM []byte) []byte {
+		b, _ := pem.Decode(certPEM)
+		return b.Bytes
+	}
+	if got := served(); !bytes.Equal(got, derOf(oldCert)) {
+		t.Fatal("the listener served another certificate than the one loaded")
+	}
+
+	newCert, newKey, err := selfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePair(newCert, newKey)
+	if got := served(); !bytes.Equal(got, derOf(oldCert)) {
+		t.Fatal("the new files were served before Reload")
+	}
+	if err := certs.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(); !bytes.Equal(got, derOf(newCert)) {
+		t.Fatal("after Reload a new connection did not get the new certificate")
+	}
+
+	writePair(oldCert, newKey) // a key that does not match
+	if err := certs.Reload(); err == nil {
+		t.Fatal("Reload accepted a certificate with another's key")
+	}
+	if got := served(); !bytes.Equal(got, derOf(newCert)) {
+		t.Fatal("a refused Reload changed the certificate in force")
 	}
 }
