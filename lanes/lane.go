@@ -2,7 +2,31 @@
 // lane actors (the lane queues), and one connection writer actor
 // per QUIC connection, which owns that connection's event streams and writes
 // them with continuous pipelining. It also owns the per-connection egress
-// byte budget that feeders take from and writers return to.
+// byte budget that feeders take from and writers return to, and the facts a
+// writer, lane or feeder reports to its session (StreamFailed, Lagged,
+// LagQueued). A delivered batch allocates nothing here: NewDeliver recycles
+// the Deliver the writer has queued, its report and queue slices reused.
+//
+// Why the lane hop stays. A feeder posting straight to the connection
+// writer measured no faster than through the lane (felix bench --profile
+// throughput --payload 128, medians of 3 alternating runs: 0.99× at
+// fanout 1, 1.00× at fanout 10; docs/BENCHMARKS.md). A pool of write
+// goroutines in the lane, to bound write parallelism, was rejected on
+// correctness: a write blocks while its stream is flow-controlled, so one
+// stalled subscriber would hold a pool slot and stall its lane-mates. So
+// the lane is the lane queue (subscriber_lane_queue_depth, always block: a
+// shared hop never drops) and the stable path that keeps one
+// subscription's deliveries in order; each subscription writes on its own
+// goroutine in the connection writer.
+//
+// What a restart costs: a lane is stateless, and loses only the delivery
+// in hand; a stopped lane is replaced by the lanes supervisor, which owns
+// the lane set (lane-<i>.<gen>, supervisor.go), and the feeders routed to
+// the old one give back their credit
+// and stop, ending their subscriptions. A connection writer restarted
+// keeps its streams and write goroutines; stopped, it resets every stream
+// it owned, and its session ends those subscriptions and spawns a new
+// writer (conn-<id>.<gen>).
 package lanes
 
 import (
@@ -38,6 +62,9 @@ type Deliver struct {
 	// (0 otherwise): the writer resumes a lagged subscription from the last
 	// batch it really queued.
 	Next uint64
+	// Published is the oldest publish time (unix ns) in the batch, for the
+	// delivery latency metric (WriterConfig.OnWritten); 0 is not timed.
+	Published int64
 }
 
 // deliveries recycles Deliver values: the connection writer puts one back
@@ -89,6 +116,8 @@ type LaneRef struct {
 	Index   int
 	PID     *actor.PID
 	Mailbox *actors.Mailbox
+	// Err, in the lanes supervisor's answer, is why lane Index has none.
+	Err error
 }
 
 // lane forwards deliveries to their connection writers. Its mailbox is the
@@ -97,7 +126,7 @@ type LaneRef struct {
 // the order the feeder sent them. It does not bound write parallelism: each
 // subscription has its own write goroutine in the connection writer, because
 // a pool shared by a lane's subscriptions would let one flow-controlled
-// stream hold a slot and stall the rest (see ARCHITECTURE.md, "Why the lane
+// stream hold a slot and stall the rest (see the package doc, "Why the lane
 // hop stays"; bypassing the lane measured no faster).
 type lane struct {
 	index int

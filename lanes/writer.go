@@ -98,7 +98,10 @@ type writeDone struct {
 	credit  int64 // egress bytes the write carried, to return
 	held    int64
 	records int
-	err     error
+	// published is the oldest publish time the write carried (unix ns; 0
+	// for none), for OnWritten.
+	published int64
+	err       error
 	// frames is the write's frame slice, cleared, for the next queue.
 	frames [][]byte
 }
@@ -111,16 +114,17 @@ type WriterConfig struct {
 	// Session is told StreamFailed and LagQueued. It watches the writer, so
 	// it also learns when the writer stops (after it reset every stream).
 	Session *actor.PID
-	// OnWritten counts what reached the network; it must not block.
-	OnWritten func(records int, bytes int64)
+	// OnWritten counts what reached the network, and the oldest publish
+	// time (unix ns; 0: not timed) among its records; it must not block.
+	OnWritten func(records int, bytes int64, published int64)
 }
 
 // connWriter owns one connection's event streams. It never blocks in
 // Receive: each subscription has a goroutine that performs its writes, and at
 // most one write in flight. As soon as one subscription's write completes its
 // next starts, whatever the others are doing: a flow-control-blocked stream
-// holds back nobody else on the connection (the spec's continuous pipelining,
-// instead of rounds that wait for every stream).
+// holds back nobody else on the connection (continuous pipelining, instead
+// of rounds that wait for every stream).
 type connWriter struct {
 	cfg  WriterConfig
 	subs map[uint64]*subWriter
@@ -134,6 +138,7 @@ type subWriter struct {
 	queued   int64  // egress bytes of the queue
 	inQueued int64  // and of the write in flight
 	records  int    // records in queue, counted as delivered once written
+	oldest   int64  // the oldest publish time in queue (unix ns), 0 for none
 	next     uint64 // offset after the last durable batch queued
 	held     int64  // subscriber-budget bytes of the queued batches
 	inHeld   int64  // and of the write in flight
@@ -151,9 +156,10 @@ type subWriter struct {
 }
 
 type writeReq struct {
-	frames  [][]byte
-	records int
-	held    int64
+	frames    [][]byte
+	records   int
+	published int64
+	held      int64
 	// credit is the egress bytes the frames took, which is not their length
 	// when the writer added a frame of its own (SubscriptionLagged).
 	credit int64
@@ -232,6 +238,9 @@ func (w *connWriter) handleDeliver(ctx actor.Context, d *Deliver) {
 	s.queue = append(s.queue, d.Frames...)
 	s.queued += d.Bytes
 	s.records += d.Records
+	if d.Published != 0 && (s.oldest == 0 || d.Published < s.oldest) {
+		s.oldest = d.Published
+	}
 	s.held += d.Held
 	s.budget = d.Budget
 	if d.Next > s.next {
@@ -269,7 +278,7 @@ func (w *connWriter) handleWriteDone(ctx actor.Context, msg *writeDone) {
 		return
 	}
 	if w.cfg.OnWritten != nil {
-		w.cfg.OnWritten(msg.records, msg.bytes)
+		w.cfg.OnWritten(msg.records, msg.bytes, msg.published)
 	}
 	if len(s.queue) > 0 {
 		w.startWrite(s)
@@ -316,10 +325,10 @@ func (w *connWriter) handleUnregister(ctx actor.Context, msg *Unregister) {
 }
 
 func (w *connWriter) startWrite(s *subWriter) {
-	req := writeReq{frames: s.queue, records: s.records, held: s.held, credit: s.queued}
+	req := writeReq{frames: s.queue, records: s.records, published: s.oldest, held: s.held, credit: s.queued}
 	s.inQueued, s.inHeld = s.queued, s.held
 	s.queue, s.spare = s.spare, nil
-	s.records, s.held = 0, 0
+	s.records, s.held, s.oldest = 0, 0, 0
 	s.inFlight = true
 	s.reqs <- req
 	// The bytes travel with the write and come back in writeDone.
@@ -381,7 +390,7 @@ func runWrites(s *subWriter, self *actor.PID, root *actor.RootContext) {
 		}
 		probe.Mark(probe.WriteDone)
 		clear(frames) // shared frames: not kept alive by a spare slice
-		s.done = writeDone{id: s.id, bytes: n, credit: req.credit, held: req.held, records: req.records, err: err, frames: frames[:0]}
+		s.done = writeDone{id: s.id, bytes: n, credit: req.credit, held: req.held, records: req.records, published: req.published, err: err, frames: frames[:0]}
 		root.Send(self, &s.done)
 	}
 	// A failing close means the connection is going away; nobody is left to tell.

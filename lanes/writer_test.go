@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -156,9 +157,10 @@ type writerRig struct {
 	facts   chan any
 	stopped bool
 
-	mu      sync.Mutex
-	records int   // told to OnWritten
-	written int64 // told to OnWritten
+	mu        sync.Mutex
+	records   int     // told to OnWritten
+	written   int64   // told to OnWritten
+	published []int64 // told to OnWritten, one per write
 }
 
 func newWriterRig(t *testing.T) *writerRig {
@@ -179,10 +181,11 @@ func newWriterRig(t *testing.T) *writerRig {
 		Log:     zerolog.Nop(),
 		Root:    r.system.Root,
 		Session: session,
-		OnWritten: func(records int, n int64) {
+		OnWritten: func(records int, n, published int64) {
 			r.mu.Lock()
 			r.records += records
 			r.written += n
+			r.published = append(r.published, published)
 			r.mu.Unlock()
 		},
 	}, func(m *actors.Mailbox) { r.ref.Mailbox = m })
@@ -231,6 +234,13 @@ func (r *writerRig) register(t *testing.T, id uint64, st lanes.EventStream, next
 // next is the offset after the batch (durable streams), or 0.
 func (r *writerRig) deliver(t *testing.T, id uint64, eg *lanes.Egress, next uint64, frames ...[]byte) *lanes.Deliver {
 	t.Helper()
+	return r.deliverPublished(t, id, eg, next, 0, frames...)
+}
+
+// deliverPublished is deliver of a batch whose oldest publish was at
+// published (unix ns; 0: not timed).
+func (r *writerRig) deliverPublished(t *testing.T, id uint64, eg *lanes.Egress, next uint64, published int64, frames ...[]byte) *lanes.Deliver {
+	t.Helper()
 	var n int64
 	for _, f := range frames {
 		n += int64(len(f))
@@ -239,7 +249,7 @@ func (r *writerRig) deliver(t *testing.T, id uint64, eg *lanes.Egress, next uint
 		t.Fatalf("subscription %d: egress refused %d bytes with %d in flight", id, n, eg.InFlight())
 	}
 	r.budget.ForceAcquire(n)
-	d := &lanes.Deliver{SubscriptionID: id, Frames: frames, Bytes: n, Records: len(frames), Egress: eg, Writer: r.ref, Held: n, Budget: r.budget, Next: next}
+	d := &lanes.Deliver{SubscriptionID: id, Frames: frames, Bytes: n, Records: len(frames), Egress: eg, Writer: r.ref, Held: n, Budget: r.budget, Next: next, Published: published}
 	if res := r.ref.Mailbox.TryPost(d, wait); !res.Accepted() {
 		t.Fatalf("post Deliver for subscription %d to the writer: %v", id, res)
 	}
@@ -432,6 +442,38 @@ func TestWriterOneWriteInFlightPerSubscriptionOthersKeepGoing(t *testing.T) {
 			t.Fatalf("blocked subscription's writes = %q, want [%q %q] (what queued behind the first went as one write)", writes, a, append(bytes.Clone(b), c...))
 		}
 		checkReturned(t, r, egSlow, egFast)
+	})
+}
+
+// TestWriterTellsOldestPublished: each write tells OnWritten the oldest
+// publish time among the deliveries it carried (deliveries not timed, 0,
+// do not count), for the delivery latency histogram.
+func TestWriterTellsOldestPublished(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newWriterRig(t)
+		st := newBlockingStream(nil)
+		eg := r.register(t, 1, st, 0)
+		r.deliverPublished(t, 1, eg, 0, 300, frame("a"))
+		synctest.Wait() // the first write is in flight; the rest queue behind it
+		r.deliverPublished(t, 1, eg, 0, 250, frame("b"))
+		r.deliverPublished(t, 1, eg, 0, 0, frame("c"))
+		r.deliverPublished(t, 1, eg, 0, 200, frame("d"))
+		synctest.Wait()
+		st.releaseOne(t)
+		synctest.Wait()
+		st.releaseOne(t)
+		synctest.Wait()
+		r.deliverPublished(t, 1, eg, 0, 0, frame("e"))
+		synctest.Wait()
+		st.releaseOne(t)
+		synctest.Wait()
+		r.mu.Lock()
+		got := slices.Clone(r.published)
+		r.mu.Unlock()
+		if want := []int64{300, 200, 0}; !slices.Equal(got, want) {
+			t.Fatalf("OnWritten told published %v, want %v (each write's oldest timed delivery)", got, want)
+		}
+		checkReturned(t, r, eg)
 	})
 }
 

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Record attributes: a record's key and headers, kept with it (issue 16:
-// Kafka producers send them, and consumers expect them back).
+// Record attributes: a record's key and headers, kept with it (Kafka
+// producers send them to the Kafka listener, and consumers expect them back).
 //
 // A batch whose records carry attributes has its own magic
 // (batchMagicV1A, batchMagicV2A: the V1 and V2 layouts, records encoded as
@@ -23,6 +23,24 @@ import (
 // the attributes' own encoding is EncodeAttrs and DecodeAttrs. Both are
 // fuzzed (FuzzAttrs). The log checks the split when it decodes a batch; it
 // never interprets the attributes, which only their readers decode.
+
+// RecordAttrs is what a record carries besides its value.
+type RecordAttrs struct {
+	Key     []byte // nil: none
+	Headers []Header
+	// Time is the record's own time (a Kafka producer's CreateTime), kept
+	// to the millisecond; the zero Time is none, and the record's time is
+	// its batch's append time.
+	Time time.Time
+	// Codec is the compression its producer sent it in, a small number
+	// the front end gives (1 to maxAttrCodec) and the log never reads;
+	// 0 is none.
+	Codec uint8
+	// Batch is, on the first record of records a front end took as one
+	// batch (a Kafka producer's compressed batch), how many they are, at
+	// most maxAttrBatch; 0 elsewhere. The log never reads it.
+	Batch uint32
+}
 
 // Header is one record header: a key and a value (nil: a null value).
 type Header struct {
@@ -43,18 +61,71 @@ const maxHeaders = 1 << 16
 //	key      uvarint 0 for none, else 1+length, then the bytes
 //	headers  uvarint count, then for each: uvarint key length, key,
 //	         uvarint 0 for a null value, else 1+length, then the bytes
+//	fields   optional, each a uvarint tag and its value:
+//	         attrTagTime: varint unix milliseconds (RecordAttrs.Time)
+//	         attrTagCodec: uvarint codec (RecordAttrs.Codec)
+//	         attrTagBatch: uvarint records (RecordAttrs.Batch)
+//	         in increasing tag order, each at most once
 //
-// No key and no headers encode as nil: a record without attributes.
+// No key, no headers, no time and no codec encode as nil: a record without
+// attributes. The fields came after the first logs were written: bytes
+// written before them end at the headers, and decode as they always did;
+// bytes written before the codec and batch end at the time.
 func EncodeAttrs(key []byte, headers []Header) []byte {
-	if key == nil && len(headers) == 0 {
+	return EncodeRecordAttrs(RecordAttrs{Key: key, Headers: headers})
+}
+
+// attrTagTime marks a record's own time among the optional fields. A tag
+// DecodeRecordAttrs does not know is malformed, not skipped: the fields
+// have no lengths, so a later one could not be found past it.
+const (
+	attrTagTime  = 1
+	attrTagCodec = 2
+	attrTagBatch = 3
+)
+
+// maxAttrBatch bounds RecordAttrs.Batch: far more records than a batch
+// within any batch bound holds.
+const maxAttrBatch = 1 << 24
+
+// maxAttrCodec bounds RecordAttrs.Codec: Kafka's codecs are 1 to 4, and
+// room is left for more.
+const maxAttrCodec = 15
+
+// EncodeRecordAttrs is EncodeAttrs with a record's own time and codec. A
+// time outside the kept range (minAttrTimeMS to maxAttrTimeMS) and a codec
+// past maxAttrCodec are not kept.
+func EncodeRecordAttrs(a RecordAttrs) []byte {
+	if ms := a.Time.UnixMilli(); ms < minAttrTimeMS || ms > maxAttrTimeMS {
+		a.Time = time.Time{}
+	}
+	if a.Codec > maxAttrCodec {
+		a.Codec = 0
+	}
+	if a.Batch > maxAttrBatch {
+		a.Batch = 0
+	}
+	if a.Key == nil && len(a.Headers) == 0 && a.Time.IsZero() && a.Codec == 0 && a.Batch == 0 {
 		return nil
 	}
-	b := appendOptBytes(nil, key)
-	b = binary.AppendUvarint(b, uint64(len(headers)))
-	for _, h := range headers {
+	b := appendOptBytes(nil, a.Key)
+	b = binary.AppendUvarint(b, uint64(len(a.Headers)))
+	for _, h := range a.Headers {
 		b = binary.AppendUvarint(b, uint64(len(h.Key)))
 		b = append(b, h.Key...)
 		b = appendOptBytes(b, h.Value)
+	}
+	if !a.Time.IsZero() {
+		b = binary.AppendUvarint(b, attrTagTime)
+		b = binary.AppendVarint(b, a.Time.UnixMilli())
+	}
+	if a.Codec != 0 {
+		b = binary.AppendUvarint(b, attrTagCodec)
+		b = binary.AppendUvarint(b, uint64(a.Codec))
+	}
+	if a.Batch != 0 {
+		b = binary.AppendUvarint(b, attrTagBatch)
+		b = binary.AppendUvarint(b, uint64(a.Batch))
 	}
 	return b
 }
@@ -67,40 +138,89 @@ func appendOptBytes(b, v []byte) []byte {
 	return append(b, v...)
 }
 
-// DecodeAttrs decodes EncodeAttrs' bytes; key and header values alias b.
-// Empty b is no key and no headers.
+// DecodeAttrs decodes EncodeAttrs' bytes, ignoring a record's time; key
+// and header values alias b. Empty b is no key and no headers.
 func DecodeAttrs(b []byte) (key []byte, headers []Header, err error) {
+	a, err := DecodeRecordAttrs(b)
+	return a.Key, a.Headers, err
+}
+
+// DecodeRecordAttrs decodes EncodeRecordAttrs' bytes; the key and header
+// values alias b. Empty b is a record without attributes.
+func DecodeRecordAttrs(b []byte) (RecordAttrs, error) {
+	var a RecordAttrs
 	if len(b) == 0 {
-		return nil, nil, nil
+		return a, nil
 	}
 	var ok bool
-	if key, b, ok = readOptBytes(b); !ok {
-		return nil, nil, fmt.Errorf("%w: key", ErrBadAttrs)
+	if a.Key, b, ok = readOptBytes(b); !ok {
+		return RecordAttrs{}, fmt.Errorf("%w: key", ErrBadAttrs)
 	}
 	n, used := binary.Uvarint(b)
 	if used <= 0 || n > maxHeaders || n > uint64(len(b)) {
-		return nil, nil, fmt.Errorf("%w: header count", ErrBadAttrs)
+		return RecordAttrs{}, fmt.Errorf("%w: header count", ErrBadAttrs)
 	}
 	b = b[used:]
 	if n > 0 {
-		headers = make([]Header, 0, n)
+		a.Headers = make([]Header, 0, n)
 	}
 	for range n {
 		kl, used := binary.Uvarint(b)
 		if used <= 0 || kl > uint64(len(b)-used) {
-			return nil, nil, fmt.Errorf("%w: header key", ErrBadAttrs)
+			return RecordAttrs{}, fmt.Errorf("%w: header key", ErrBadAttrs)
 		}
 		h := Header{Key: string(b[used : used+int(kl)])}
 		if h.Value, b, ok = readOptBytes(b[used+int(kl):]); !ok {
-			return nil, nil, fmt.Errorf("%w: header value", ErrBadAttrs)
+			return RecordAttrs{}, fmt.Errorf("%w: header value", ErrBadAttrs)
 		}
-		headers = append(headers, h)
+		a.Headers = append(a.Headers, h)
 	}
-	if len(b) != 0 {
-		return nil, nil, fmt.Errorf("%w: %d bytes after the headers", ErrBadAttrs, len(b))
+	if err := decodeAttrFields(&a, b); err != nil {
+		return RecordAttrs{}, err
 	}
-	return key, headers, nil
+	return a, nil
 }
+
+// decodeAttrFields decodes the optional fields after the headers into a.
+func decodeAttrFields(a *RecordAttrs, b []byte) error {
+	last := uint64(0)
+	for len(b) > 0 {
+		tag, used := binary.Uvarint(b)
+		if used <= 0 || tag <= last || tag > attrTagBatch {
+			return fmt.Errorf("%w: unknown or repeated field after the headers", ErrBadAttrs)
+		}
+		last, b = tag, b[used:]
+		switch tag {
+		case attrTagTime:
+			ms, n := binary.Varint(b)
+			if n <= 0 || ms < minAttrTimeMS || ms > maxAttrTimeMS {
+				return fmt.Errorf("%w: record time", ErrBadAttrs)
+			}
+			a.Time, b = time.UnixMilli(ms), b[n:]
+		case attrTagCodec:
+			c, n := binary.Uvarint(b)
+			if n <= 0 || c == 0 || c > maxAttrCodec {
+				return fmt.Errorf("%w: record codec", ErrBadAttrs)
+			}
+			a.Codec, b = uint8(c), b[n:]
+		case attrTagBatch:
+			c, n := binary.Uvarint(b)
+			if n <= 0 || c == 0 || c > maxAttrBatch {
+				return fmt.Errorf("%w: record batch", ErrBadAttrs)
+			}
+			a.Batch, b = uint32(c), b[n:]
+		}
+	}
+	return nil
+}
+
+// The record times kept: Kafka's non-negative milliseconds, below the
+// year 10000, so a time read back is never the zero Time (none) and its
+// microseconds never overflow.
+const (
+	minAttrTimeMS = 0
+	maxAttrTimeMS = 253402300799999
+)
 
 func readOptBytes(b []byte) (v, rest []byte, ok bool) {
 	n, used := binary.Uvarint(b)

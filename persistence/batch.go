@@ -12,7 +12,8 @@ import (
 //	magic     u8   batchMagicV1; batchMagicV2 for a stamped batch;
 //	               batchMagicV3 for a raft entry (AppendEntry);
 //	               batchMagicV1A, batchMagicV2A: V1, V2 whose records
-//	               carry attributes (attrs.go)
+//	               carry attributes (attrs.go); batchMagicC for a
+//	               compacted batch (below)
 //	length    u32  bytes after the checksum field
 //	checksum  u32  CRC-32C (Castagnoli) of those bytes
 //	base      u64  offset of the first record
@@ -28,6 +29,17 @@ import (
 //	          (if stamped) producer u64, sequence u64, digest u64
 //	          control: a conf change's bytes
 //	count × { length u32, value }
+//
+// A compacted batch (C, written only by compaction, compact.go) keeps some
+// records of the offsets it covers, each at its own offset, so offsets
+// stay what they were and the log has gaps, as Kafka's compacted topics
+// do. Its count is the span of offsets it covers, [base, base+count), at
+// least 1; the batches around it still continue from one to the next, so
+// recovery, the indexes and retention see one more batch of a known span:
+//
+//	(C only)  kept u32: records held, at most count
+//	kept × { delta u32, length u32, value }: offset base+delta, deltas
+//	          increasing and below count
 //
 // Integers are big-endian, as on the wire. The magic is not zero, so a
 // zero-filled tail (a file the file system extended without its data after a
@@ -47,6 +59,9 @@ const (
 	batchMagicV3    byte = 0xFD
 	batchMagicV1A   byte = 0xF9
 	batchMagicV2A   byte = 0xFA
+	batchMagicC     byte = 0xF8
+	keptLen              = 4
+	sparseHeaderLen      = 4 + recordHeaderLen
 	frameHeaderLen       = 1 + 4 + 4
 	batchFixedLen        = 8 + 4 + 8
 	stampLen             = 8 + 8 + 8
@@ -107,6 +122,19 @@ type batchView struct {
 	// attributed: a V1A or V2A batch, each record a value and its
 	// attributes (splitRecord).
 	attributed bool
+	// sparse: a compacted batch holding kept records of count offsets,
+	// each prefixed by its offset's delta from base.
+	sparse bool
+	kept   uint32
+}
+
+// held is how many records the batch holds: count, or a compacted
+// batch's kept.
+func (v batchView) held() uint32 {
+	if v.sparse {
+		return v.kept
+	}
+	return v.count
 }
 
 // next is the offset after the batch's last record.
@@ -146,6 +174,17 @@ func (v batchView) withAttrs() iter.Seq2[uint64, [2][]byte] {
 func (v batchView) stored() iter.Seq2[uint64, []byte] {
 	return func(yield func(uint64, []byte) bool) {
 		rest := v.records
+		if v.sparse {
+			for len(rest) > 0 {
+				delta := binary.BigEndian.Uint32(rest)
+				n := binary.BigEndian.Uint32(rest[4:])
+				if !yield(v.base+uint64(delta), rest[sparseHeaderLen:sparseHeaderLen+n]) {
+					return
+				}
+				rest = rest[sparseHeaderLen+n:]
+			}
+			return
+		}
 		for off := v.base; len(rest) > 0; off++ {
 			n := binary.BigEndian.Uint32(rest)
 			if !yield(off, rest[recordHeaderLen:recordHeaderLen+n]) {
@@ -266,7 +305,7 @@ func frameLen(hdr []byte) (int, error) {
 		return 0, errBadMagic
 	}
 	least := fixed
-	if hdr[0] != batchMagicV3 {
+	if hdr[0] != batchMagicV3 && hdr[0] != batchMagicC {
 		least += recordHeaderLen // V1 and V2 hold at least one record
 	}
 	n := binary.BigEndian.Uint32(hdr[1:])
@@ -287,6 +326,8 @@ func fixedLen(magic byte) (int, bool) {
 		return batchFixedLen + stampLen, true
 	case batchMagicV3:
 		return batchFixedLen + entryFixedLen, true
+	case batchMagicC:
+		return batchFixedLen + keptLen, true
 	}
 	return 0, false
 }
@@ -330,6 +371,11 @@ func decodeHeader(hdr []byte) (batchView, error) {
 	case batchMagicV3:
 		if err := decodeEntryHeader(&v, body[batchFixedLen:]); err != nil {
 			return batchView{}, err
+		}
+	case batchMagicC:
+		v.sparse, v.kept = true, binary.BigEndian.Uint32(body[batchFixedLen:])
+		if v.kept > v.count {
+			return batchView{}, errMalformed
 		}
 	}
 	if (v.count == 0 && !v.entry) || v.base > ^uint64(0)-uint64(v.count) {
@@ -396,6 +442,12 @@ func decodeBatch(b []byte) (batchView, int, error) {
 		return batchView{}, 0, err
 	}
 	v.records = b[hl:size]
+	if v.sparse {
+		if err := checkSparse(v); err != nil {
+			return batchView{}, 0, err
+		}
+		return v, size, nil
+	}
 	// Bound count by the bytes present before walking, so a lying count
 	// costs nothing.
 	if uint64(v.count) > uint64(len(v.records)/recordHeaderLen) {
@@ -419,6 +471,51 @@ func decodeBatch(b []byte) (batchView, int, error) {
 		return batchView{}, 0, errMalformed
 	}
 	return v, size, nil
+}
+
+// checkSparse checks a compacted batch's records: kept of them, bounded
+// by the bytes present before the walk, offsets increasing inside the span.
+func checkSparse(v batchView) error {
+	if uint64(v.kept) > uint64(len(v.records)/sparseHeaderLen) {
+		return errMalformed
+	}
+	rest := v.records
+	var next uint64 // the least delta the next record may have
+	for range v.kept {
+		if len(rest) < sparseHeaderLen {
+			return errMalformed
+		}
+		delta, n := binary.BigEndian.Uint32(rest), binary.BigEndian.Uint32(rest[4:])
+		if uint64(delta) < next || delta >= v.count || uint64(n) > uint64(len(rest)-sparseHeaderLen) {
+			return errMalformed
+		}
+		next = uint64(delta) + 1
+		rest = rest[sparseHeaderLen+n:]
+	}
+	if len(rest) != 0 {
+		return errMalformed
+	}
+	return nil
+}
+
+// sparseRecord is one record of a compacted batch: its offset and value.
+type sparseRecord struct {
+	offset uint64
+	value  []byte
+}
+
+// appendSparseBatch appends a compacted batch covering [base, base+span)
+// and holding records, whose offsets are inside it and increasing.
+func appendSparseBatch(dst []byte, base uint64, span uint32, time int64, records []sparseRecord) []byte {
+	start := len(dst)
+	dst = appendCommonHeader(dst, batchMagicC, base, span, time)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(records)))
+	for _, r := range records {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(r.offset-base))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.value)))
+		dst = append(dst, r.value...)
+	}
+	return finishFrame(dst, start)
 }
 
 // isFrameError reports whether err is damage a torn write can cause, as

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// A log of raft entries is the storage of one shard's raft group (issue
-// #14): every entry is one V3 batch (see batch.go), so a replica writes each
+// A log of raft entries is the storage of one shard's raft group:
+// every entry is one V3 batch (see batch.go), so a replica writes each
 // record once, and the log is both raft's log and the shard's offsets. An
 // entry's records take offsets as a plain batch's do; an entry without
 // records (EntryEmpty, the conf changes) takes none, so its Base is the

@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// FileCache bounds the descriptors many logs keep open together (issue 11:
+// FileCache bounds the descriptors many logs keep open together (before it,
 // each durable shard held its segment, two indexes and its mark open for
 // ever, and one client took a broker to its 20000-descriptor limit in 11 s).
 // A log opened WithFileCache opens its files through the cache: a file not

@@ -5,7 +5,7 @@ import (
 )
 
 // TestFileCacheBoundsDescriptors: twenty logs of several segments each
-// share a cache of 8 descriptors (issue 11: each log held 4 for ever, more
+// share a cache of 8 descriptors (each log held 4 for ever, more
 // with sealed segments). Appends, reads, retention under an open cursor
 // (the cache follows the rename to *.deleted) and a reopen all work while
 // the cache closes and reopens files all the time, idle descriptors never

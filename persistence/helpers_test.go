@@ -92,9 +92,21 @@ func appendBatches(t testing.TB, l *Log, count, perBatch int) uint64 {
 // against payload and the offsets for gaps.
 func readAll(t testing.TB, l *Log, from uint64) {
 	t.Helper()
+	eachRecord(t, l, from, 7, 300, func(r Record) {
+		if !bytes.Equal(r.Value, payload(r.Offset)) {
+			t.Fatalf("Read: offset %d holds %q, want %q", r.Offset, r.Value, payload(r.Offset))
+		}
+	})
+}
+
+// eachRecord reads [from, NextOffset) in pages of at most maxRecords and
+// maxBytes, checks that the offsets run without a gap and that each page's
+// Next follows its last record, and hands each record to check.
+func eachRecord(t testing.TB, l *Log, from uint64, maxRecords, maxBytes int, check func(Record)) {
+	t.Helper()
 	next := from
 	for end := l.NextOffset(); next < end; {
-		page, err := l.Read(next, 7, 300)
+		page, err := l.Read(next, maxRecords, maxBytes)
 		if err != nil {
 			t.Fatalf("Read(%d): %v", next, err)
 		}
@@ -105,9 +117,7 @@ func readAll(t testing.TB, l *Log, from uint64) {
 			if r.Offset != next {
 				t.Fatalf("Read: got offset %d, want %d", r.Offset, next)
 			}
-			if !bytes.Equal(r.Value, payload(r.Offset)) {
-				t.Fatalf("Read: offset %d holds %q, want %q", r.Offset, r.Value, payload(r.Offset))
-			}
+			check(r)
 			next++
 		}
 		if page.Next != next {

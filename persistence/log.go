@@ -44,8 +44,7 @@
 //
 // The mark is what separates a torn, never-synced tail from a bit flip in
 // synced data: without it the last batch of the log is ambiguous, and a
-// damaged but acknowledged last batch would be truncated silently (the
-// limitation measured in shared/notes/reliability-and-kafka.md §4.3). Keeping
+// damaged but acknowledged last batch would be truncated silently. Keeping
 // it costs a second, tiny fsync per group commit. A missing durable.mark
 // reads as 0 (every tail may be truncated) and is recreated; an unreadable
 // one is ErrCorrupt (delete it to open with the weaker rule).
@@ -81,6 +80,24 @@
 // failed write or fsync poisons the log (ErrPoisoned): Linux may have dropped
 // the dirty pages, so retrying the fsync could report success for lost data
 // (the "fsyncgate" lesson).
+//
+// # Batches, retention and the rest
+//
+// Batches are V1, or V2 carrying an idempotent producer's Stamp
+// (AppendStamped; Stamps walks the stamped batches reading headers only),
+// V1A/V2A when records carry attributes, a key and headers (attrs.go), and
+// V3 raft entries (entries.go), C compacted batches; see batch.go for the
+// layouts. Compaction (compact.go) rewrites sealed segments keeping chosen
+// records at their offsets, so a compacted log has gaps a read steps over;
+// a journal (compactstate.go) makes its swap all or nothing across a
+// crash. Retention by
+// bytes and age removes whole segments and never deletes one under a
+// reader (Cursor). Logs open their files through a FileCache that bounds
+// the descriptors many logs hold together, and through an FS (OSFS, or one
+// that fails on demand under --chaos). A durable shard's log lives at
+// <data_dir>/streams/<t>/<ns>/<s>/<shard>. Verify and Repair (verify.go,
+// repair.go) are the offline tools for a log Open refuses: they reuse
+// recovery's scan, and Open is unchanged.
 package persistence
 
 import (
@@ -133,7 +150,8 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 	return FsyncPeriodic, fmt.Errorf("persistence: unknown fsync policy %q (want none, periodic or on_commit)", s)
 }
 
-// Defaults, as the reference broker's (felix-reference.md §5.3).
+// Defaults: durable_segment_bytes's, and an index entry every 4 KiB of
+// records.
 const (
 	defaultSegmentBytes       = 256 << 20
 	defaultIndexIntervalBytes = 4096
@@ -240,8 +258,11 @@ type Log struct {
 		// anyIndex: TruncateEntries ran since the last AppendEntry, which
 		// may then skip indexes (not go back).
 		anyIndex bool
-		floor    uint64               // SetEntryFloor's: no TruncateEntries at or below it
-		cursors  map[*Cursor]struct{} // open cursors: TruncateEntries tells each where it cut
+		floor    uint64 // SetEntryFloor's: no TruncateEntries at or below it
+		// compactedBelow is the last committed compaction's horizon
+		// (compact.go): offsets below it may be gaps.
+		compactedBelow uint64
+		cursors        map[*Cursor]struct{} // open cursors: TruncateEntries tells each where it cut
 	}
 }
 
@@ -447,6 +468,14 @@ func (l *Log) Synced() uint64 {
 	return l.mu.synced
 }
 
+// Closed reports whether Close was called: a metrics collector holding
+// the log drops it then.
+func (l *Log) Closed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.closed
+}
+
 // Close stops the syncer, fsyncs what is not yet durable (under every
 // policy), completes or fails the pending WaitDurables, and closes the files
 // no reader holds; a Cursor still open keeps its segment's file until it is
@@ -472,7 +501,7 @@ func (l *Log) Close() error {
 	// On a poisoned log the final pass did nothing, and the segments it
 	// would have synced still hold the syncer's references: without
 	// dropping them their files stayed open for ever, and a deleted
-	// stream's disk space came back only with a restart (issue 11).
+	// stream's disk space came back only with a restart.
 	for _, s := range l.mu.dirty {
 		s.dirty = false
 		if l.releaseLocked(s) {

@@ -10,8 +10,8 @@ import (
 
 // Read caps: zero or negative arguments to Read and Cursor.Next mean these.
 const (
-	// DefaultMaxRecordsPerRead is the reference broker's
-	// FELIX_DURABLE_MAX_RECORDS_PER_READ.
+	// DefaultMaxRecordsPerRead bounds the records of one read, whatever
+	// its byte cap allows.
 	DefaultMaxRecordsPerRead = 10000
 	DefaultMaxReadBytes      = 1 << 20
 )
@@ -208,8 +208,9 @@ func (c *Cursor) read(maxRecords, maxBytes int) (Page, error) {
 			if page.Records == nil {
 				// Size the page from the first batch's record size, so
 				// a long page does not grow through many copies.
-				avg := max(len(v.records)/int(v.count), 1)
-				page.Records = make([]Record, 0, min(maxRecords, max(int(v.count), maxBytes/avg)+1))
+				held := max(int(v.held()), 1)
+				avg := max(len(v.records)/held, 1)
+				page.Records = make([]Record, 0, min(maxRecords, max(held, maxBytes/avg)+1))
 			}
 			t := time.UnixMicro(v.time)
 			for off, rec := range v.withAttrs() {
@@ -224,6 +225,11 @@ func (c *Cursor) read(maxRecords, maxBytes int) (Page, error) {
 				page.Records = append(page.Records, Record{Offset: off, Time: t, Value: value, Attrs: rec[1]})
 				size += len(value)
 				c.next = off + 1
+			}
+			if !full {
+				// A compacted batch may end in a gap: its span, not its
+				// last record, is where the next batch starts.
+				c.next = v.next()
 			}
 		}
 		if c.next >= v.next() {

@@ -48,6 +48,12 @@ func (l *Log) recover() (err error) {
 	if err := fsys.MkdirAll(l.dir, 0o755); err != nil {
 		return fmt.Errorf("persistence: create %s: %w", l.dir, err)
 	}
+	// A compaction's swap finishes before the segments are listed: the
+	// list is the one it committed to.
+	compactedBelow, err := recoverCompaction(fsys, l.dir)
+	if err != nil {
+		return err
+	}
 	bases, err := sweepDir(fsys, l.dir)
 	if err != nil {
 		return err
@@ -88,6 +94,7 @@ func (l *Log) recover() (err error) {
 	}
 
 	l.mu.segments = segs
+	l.mu.compactedBelow = compactedBelow
 	l.mu.next = end.offset
 	l.mu.synced, l.mu.syncedIndex = end.offset, end.index
 	l.mu.format, l.mu.last, l.mu.hasLast = st.format, st.last, st.hasLast
@@ -505,7 +512,7 @@ func scanSegment(s *segment, pos int64, off uint64, lastTime int64, fileSize int
 		}
 		pos += int64(n)
 		res.size, res.next, res.lastTime = pos, v.next(), v.time
-		res.batches, res.records = res.batches+1, res.records+int(v.count)
+		res.batches, res.records = res.batches+1, res.records+int(v.held())
 	}
 	return res, nil
 }

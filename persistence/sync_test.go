@@ -300,7 +300,7 @@ func TestPowerLossKeepsAcked(t *testing.T) {
 	}
 }
 
-// TestPoisonedLogCloseReleasesFiles: issue 11. Closing a log poisoned by a
+// TestPoisonedLogCloseReleasesFiles: closing a log poisoned by a
 // full disk left its written-but-unsynced segments open (the syncer's
 // references were never dropped), so deleting the stream did not free the
 // disk until the broker restarted. Whatever poisoned it, Close closes every

@@ -66,6 +66,9 @@ type VerifyReport struct {
 	// end is the offset after the last good batch anywhere, what the
 	// damaged part reached at least.
 	end uint64
+	// last is the state after the last good batch: the format and last
+	// raft entry of an undamaged log.
+	last scanState
 }
 
 // MarkReport is durable.mark's content.
@@ -138,6 +141,7 @@ func Verify(dir string) (*VerifyReport, error) {
 		rep.Segments = append(rep.Segments, sr)
 	}
 	rep.checkMark(marked, st)
+	rep.last = st
 	return rep, nil
 }
 

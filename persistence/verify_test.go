@@ -141,24 +141,7 @@ func FuzzVerifyRepair(f *testing.F) {
 	f.Add(uint16(1100), []byte{0xFB, 0, 0, 0, 1})
 	f.Add(uint16(2000), make([]byte, 64))
 	f.Fuzz(func(t *testing.T, at uint16, junk []byte) {
-		dir := t.TempDir()
-		cfg := smallConfig()
-		cfg.VerifyOnOpen = true
-		l := mustOpen(t, dir, cfg)
-		end := appendBatches(t, l, 30, 4)
-		mustClose(t, l)
-		logs := segmentFiles(t, dir, logExt)
-		path := logs[int(at)%len(logs)]
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(b) > 0 {
-			copy(b[int(at)%len(b):], junk)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		dir, cfg, end := damagedLog(t, at, junk)
 		if _, err := Verify(dir); err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
@@ -166,7 +149,7 @@ func FuzzVerifyRepair(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Repair: %v", err)
 		}
-		l, err = Open(dir, cfg)
+		l, err := Open(dir, cfg)
 		if err != nil {
 			t.Fatalf("Open after Repair %+v: %v", rep, err)
 		}
@@ -316,4 +299,31 @@ func TestRepairCases(t *testing.T) {
 			readAll(t, l, 0)
 		})
 	}
+}
+
+// damagedLog writes 30 batches of 4 records to a synced log in a fresh
+// directory, then overwrites the bytes of one of its segments from at with
+// junk (the fuzzers' damage). It returns the directory, the config the log
+// was written with (every batch checked on open) and the end offset.
+func damagedLog(t *testing.T, at uint16, junk []byte) (string, Config, uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := smallConfig()
+	cfg.VerifyOnOpen = true
+	l := mustOpen(t, dir, cfg)
+	end := appendBatches(t, l, 30, 4)
+	mustClose(t, l)
+	logs := segmentFiles(t, dir, logExt)
+	path := logs[int(at)%len(logs)]
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 {
+		copy(b[int(at)%len(b):], junk)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, cfg, end
 }

@@ -28,6 +28,11 @@ type cluster struct {
 	ticks int
 	// committed is each index as the first replica to apply it applied it.
 	committed map[uint64]Committed
+	// sent counts the messages every replica sent.
+	sent int
+	// gone are the replicas the replicas' owners are told left the
+	// cluster (Config.PeerGone).
+	gone map[uint64]bool
 	// onSnapshot, when set, takes the snapshots a replica's log does not
 	// hold (Step's SnapshotNeeded); without it they fail the test.
 	onSnapshot func(to uint64, need *SnapshotNeeded)
@@ -71,6 +76,7 @@ func newCluster(t *testing.T, n int) *cluster {
 		nodes:     make(map[uint64]*testNode),
 		net:       network{drop: make(map[link]bool), delay: make(map[link]int)},
 		committed: make(map[uint64]Committed),
+		gone:      make(map[uint64]bool),
 	}
 	var peers []raft.Peer
 	for id := uint64(1); id <= uint64(n); id++ {
@@ -92,7 +98,7 @@ func (c *cluster) start(id uint64, peers []raft.Peer) {
 	if err != nil {
 		c.t.Fatalf("replica %d: OpenStorage: %v", id, err)
 	}
-	r, err := NewReplica(Config{ID: id, Storage: st, Peers: peers, Now: c.now})
+	r, err := NewReplica(Config{ID: id, Storage: st, Peers: peers, Now: c.now, PeerGone: func(id uint64) bool { return c.gone[id] }})
 	if err != nil {
 		c.t.Fatalf("replica %d: NewReplica: %v", id, err)
 	}
@@ -179,6 +185,7 @@ func (c *cluster) sender(from uint64) func([]raftpb.Message) {
 			if err := wire.Unmarshal(b); err != nil {
 				c.t.Fatal(err)
 			}
+			c.sent++
 			due := c.ticks + c.net.delay[link{from: m.From, to: m.To}]
 			c.net.inflight = append(c.net.inflight, envelope{m: wire, due: due})
 		}

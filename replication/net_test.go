@@ -127,7 +127,7 @@ func (c *netCluster) start(id uint64, peers []raft.Peer) {
 	r.log, r.inbox, r.propose, r.done = l, make(chan raftpb.Message, 1024), make(chan proposal), make(chan struct{})
 	r.applied = nil
 	r.link, err = peerlink.Listen(r.addr, peerlink.Config{
-		NodeID: fmt.Sprint(id), Cert: c.ca.Leaf(t, fmt.Sprint("replica-", id)), CAs: c.ca.Pool,
+		NodeID: fmt.Sprint(id), Cert: c.ca.Leaf(t, fmt.Sprint(id)), CAs: c.ca.Pool,
 		Handle: func(_ string, m peerlink.Message) {
 			var msg raftpb.Message
 			if msg.Unmarshal(m.Data) != nil {

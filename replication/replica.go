@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,6 +35,25 @@ type Replica struct {
 	// awaiting are the proposals raft took whose index the next Ready
 	// will tell (ProposeAt).
 	awaiting []*Proposal
+	// readStates are the reads raft confirmed in the Ready being handled
+	// (ReadIndex), handed to the owner by TakeReadStates.
+	readStates []raft.ReadState
+	// quiet: the group is idle and this replica does not tick
+	// (quiesce.go); idleTicks counts a leader's idle ticks before it goes
+	// quiet. outbox holds the quiesce heartbeats for the next Ready.
+	quiet       bool
+	idleTicks   int
+	outbox      []raftpb.Message
+	peerScratch []peerView
+	// quietWith are the replicas a quiet leader went quiet with;
+	// peerGone is Config.PeerGone.
+	quietWith []uint64
+	peerGone  func(id uint64) bool
+	// reads counts the ReadIndex requests of term readTerm that raft has
+	// not confirmed: a leader stays awake for them, as raft's heartbeats
+	// carry the last one's context until a quorum answers.
+	reads    int
+	readTerm uint64
 	// err is the error a Ready returned. raft's state is then ahead of what
 	// was persisted, so the Replica refuses everything from then on.
 	err error
@@ -88,6 +108,11 @@ type Config struct {
 	// Applied is the last index the application applied before a restart
 	// (Storage.Committed): raft hands over only the entries after it.
 	Applied uint64
+	// PeerGone, if set, says replica id's member left the cluster: a
+	// leader's group goes quiet without it (quiesce.go). Called from Tick,
+	// on the owner's goroutine. Nil: no replica is ever gone, and a group
+	// with one down stays awake.
+	PeerGone func(id uint64) bool
 }
 
 // Committed is one committed entry, handed to the application in index
@@ -131,6 +156,8 @@ type Status struct {
 	// since it started: each means a follower was behind the compaction
 	// point and is catching up from this replica's segments.
 	SnapshotsSent uint64
+	// Quiet says the group is idle and this replica does not tick.
+	Quiet bool
 }
 
 // NewReplica starts a replica over cfg.Storage: a new group's first replica
@@ -163,8 +190,16 @@ func NewReplica(cfg Config) (*Replica, error) {
 		// the producer.
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
-		Applied:                   cfg.Applied,
-		Logger:                    raftLogger{log: cfg.Log.With().Uint64("replica", cfg.ID).Logger()},
+		// A read's index is confirmed by a heartbeat round that a quorum
+		// answers (ReadIndex), not by a leader lease: a lease
+		// (ReadOnlyLeaseBased) holds only while no member's clock runs
+		// slower than the election timeout assumes, and a leader paused
+		// by SIGSTOP or a long GC pause resumes still believing in its
+		// lease. The round costs one heartbeat's round trip, which the
+		// shard shares among every read that arrived meanwhile.
+		ReadOnlyOption: raft.ReadOnlySafe,
+		Applied:        cfg.Applied,
+		Logger:         raftLogger{log: cfg.Log.With().Uint64("replica", cfg.ID).Logger()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replication: start replica %d: %w", cfg.ID, err)
@@ -177,7 +212,7 @@ func NewReplica(cfg Config) (*Replica, error) {
 		}
 	}
 	cfg.Storage.applied = cfg.Applied
-	return &Replica{rn: rn, storage: cfg.Storage, now: cfg.Now}, nil
+	return &Replica{rn: rn, storage: cfg.Storage, now: cfg.Now, peerGone: cfg.PeerGone}, nil
 }
 
 // Propose appends records, with the producer's stamp if any, as one entry.
@@ -219,6 +254,7 @@ func (r *Replica) ProposeBatch(records [][]byte, stamp *Stamp, attributed bool) 
 	if st.RaftState != raft.StateLeader {
 		return nil, &ErrNotLeader{Leader: st.Lead}
 	}
+	r.Wake()
 	t := r.appendTime()
 	data, err := EncodeRecords(nil, Batch{Time: t, Stamp: stamp, Records: records, Attributed: attributed})
 	if err != nil {
@@ -277,11 +313,52 @@ func laterOf(a, b time.Time) time.Time {
 	return b
 }
 
-// Tick advances raft's logical clock by one tick.
-func (r *Replica) Tick() {
-	if r.err == nil {
-		r.rn.Tick()
+// ReadIndex asks the group, as its leader, for the index a read started
+// now must see applied to be linearizable: raft confirms the leadership
+// with a heartbeat round a quorum answers (ReadOnlySafe), and a later
+// Ready confirms the read (TakeReadStates) with id. A replica that is not
+// the leader, or loses the leadership first, never confirms it: the
+// owner gives up after a timeout of its own. A leader that has not yet
+// committed an entry of its term holds the read until it has.
+func (r *Replica) ReadIndex(id uint64) {
+	if r.err != nil {
+		return
 	}
+	r.Wake()
+	if st := r.rn.BasicStatus(); st.RaftState == raft.StateLeader {
+		if st.Term != r.readTerm {
+			r.reads, r.readTerm = 0, st.Term
+		}
+		r.reads++
+	}
+	var ctx [8]byte
+	binary.BigEndian.PutUint64(ctx[:], id)
+	r.rn.ReadIndex(ctx[:])
+}
+
+// TakeReadStates hands over, in order, the reads the last Readies
+// confirmed: each one's id (ReadIndex) and the index to wait for.
+func (r *Replica) TakeReadStates(fn func(id, index uint64)) {
+	for _, rs := range r.readStates {
+		if len(rs.RequestCtx) == 8 {
+			fn(binary.BigEndian.Uint64(rs.RequestCtx), rs.Index)
+		}
+	}
+	clear(r.readStates)
+	r.readStates = r.readStates[:0]
+}
+
+// Tick advances raft's logical clock by one tick, unless the group is
+// quiet; a leader whose group has been idle long enough goes quiet
+// instead of ticking (quiesce.go).
+func (r *Replica) Tick() {
+	if r.err != nil || r.quiet {
+		return
+	}
+	if r.rn.BasicStatus().RaftState == raft.StateLeader && r.maybeQuiesce() {
+		return
+	}
+	r.rn.Tick()
 }
 
 // Step hands raft a message from a peer. A snapshot this replica's log
@@ -295,7 +372,21 @@ func (r *Replica) Step(m raftpb.Message) error {
 	if m.Type == raftpb.MsgSnap && m.Snapshot != nil && r.needsSnapshot(m) {
 		return &SnapshotNeeded{From: m.From, Metadata: m.Snapshot.Metadata, Data: m.Snapshot.Data}
 	}
-	if err := r.rn.Step(m); err != nil {
+	var err error
+	switch {
+	case isQuiesceHeartbeat(m):
+		err = r.stepQuiesceHeartbeat(m)
+	case isQuiesceAnswer(m) && r.quiet:
+		err = r.rn.Step(m) // a follower agreeing: the leader stays quiet
+	default:
+		// Only a quiet replica wakes: an awake leader's idle count must
+		// survive its followers' answers to the heartbeats.
+		if r.quiet {
+			r.Wake()
+		}
+		err = r.rn.Step(m)
+	}
+	if err != nil {
 		if errors.Is(err, raft.ErrStepPeerNotFound) {
 			return nil // from a replica the group removed: stale, dropped
 		}
@@ -320,7 +411,7 @@ func (r *Replica) needsSnapshot(m raftpb.Message) bool {
 }
 
 // HasReady reports whether Ready has work.
-func (r *Replica) HasReady() bool { return r.err == nil && r.rn.HasReady() }
+func (r *Replica) HasReady() bool { return r.err == nil && (len(r.outbox) > 0 || r.rn.HasReady()) }
 
 // Ready processes one raft Ready, in the order raft's README requires:
 //
@@ -350,6 +441,12 @@ func (r *Replica) HasReady() bool { return r.err == nil && r.rn.HasReady() }
 func (r *Replica) Ready(send func([]raftpb.Message), apply func(Committed)) error {
 	if r.err != nil {
 		return r.err
+	}
+	if len(r.outbox) > 0 {
+		// Heartbeats promise nothing about this replica's disk: sent first.
+		send(r.outbox)
+		clear(r.outbox)
+		r.outbox = r.outbox[:0]
 	}
 	if !r.rn.HasReady() {
 		return nil
@@ -395,6 +492,8 @@ func (r *Replica) handleReady(rd raft.Ready, send func([]raftpb.Message), apply 
 			return err
 		}
 	}
+	r.readStates = append(r.readStates, rd.ReadStates...)
+	r.reads = max(0, r.reads-len(rd.ReadStates))
 	return nil
 }
 
@@ -491,7 +590,7 @@ func (r *Replica) Status() Status {
 	s := Status{
 		ID: st.ID, State: st.RaftState, Leader: st.Lead, Term: st.Term,
 		Commit: st.Commit, Applied: st.Applied, LastIndex: last,
-		SnapshotsSent: r.snapshotsSent,
+		SnapshotsSent: r.snapshotsSent, Quiet: r.quiet,
 	}
 	if st.RaftState == raft.StateLeader {
 		next := r.storage.log.NextOffset()
@@ -540,6 +639,7 @@ func (r *Replica) ProposeConfChange(cc raftpb.ConfChange) error {
 	if st := r.rn.BasicStatus(); st.RaftState != raft.StateLeader {
 		return &ErrNotLeader{Leader: st.Lead}
 	}
+	r.Wake()
 	if err := r.rn.ProposeConfChange(cc); err != nil {
 		return fmt.Errorf("replication: propose %v of %d: %w", cc.Type, cc.NodeID, err)
 	}
@@ -553,6 +653,7 @@ func (r *Replica) Campaign() error {
 	if r.err != nil {
 		return r.err
 	}
+	r.Wake()
 	return r.rn.Campaign()
 }
 
@@ -561,6 +662,7 @@ func (r *Replica) Campaign() error {
 // it; raft drops proposals while the transfer is under way.
 func (r *Replica) TransferLeadership(to uint64) {
 	if r.err == nil {
+		r.Wake()
 		r.rn.TransferLeader(to)
 	}
 }

@@ -544,3 +544,43 @@ func TestMoveAReplica(t *testing.T) {
 		t.Fatalf("committed records %q", got)
 	}
 }
+
+// TestReadIndexConfirmsOnlyWithAQuorum: a leader's ReadIndex is confirmed,
+// at its commit index, once a quorum answered the heartbeat round; a
+// leader cut off from its group never confirms one, even before it knows
+// it was deposed, while the new leader confirms reads at an index past
+// everything it committed.
+func TestReadIndexConfirmsOnlyWithAQuorum(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a", "b")
+	confirmed := func(id uint64) map[uint64]uint64 {
+		got := make(map[uint64]uint64)
+		c.replica(id).TakeReadStates(func(id, index uint64) { got[id] = index })
+		return got
+	}
+	commit := c.replica(1).Status().Commit
+	c.replica(1).ReadIndex(7)
+	c.settle()
+	if got := confirmed(1); got[7] != commit || len(got) != 1 {
+		t.Fatalf("leader's reads confirmed %v, want read 7 at the commit index %d", got, commit)
+	}
+
+	c.partition([]uint64{1}, []uint64{2, 3})
+	c.replica(1).ReadIndex(8)
+	c.settle()
+	if got := confirmed(1); len(got) != 0 {
+		t.Fatalf("a leader cut off from its quorum confirmed reads %v", got)
+	}
+	c.tickUntil(electionLimit, "a leader among 2 and 3", func() bool { return c.leader() == 2 || c.leader() == 3 })
+	lead := c.leader()
+	c.propose(lead, "c")
+	c.replica(lead).ReadIndex(9)
+	c.settle()
+	if got, want := confirmed(lead)[9], c.replica(lead).Status().Commit; got != want {
+		t.Fatalf("new leader confirmed read 9 at %d, want its commit index %d", got, want)
+	}
+	if got := confirmed(1); len(got) != 0 {
+		t.Fatalf("the deposed leader confirmed reads %v", got)
+	}
+}

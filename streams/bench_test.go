@@ -13,7 +13,7 @@ import (
 // BenchmarkShardPublish measures the shard's part of a publish: a batch of
 // 64 × 128 B from its mailbox to F subscribers' mailboxes (whose actors
 // only count), answered once; allocations per publish show what the hop
-// costs the collector (issue #17).
+// costs the collector.
 //
 //	go test -run '^$' -bench ShardPublish -benchmem ./streams/
 func BenchmarkShardPublish(b *testing.B) {

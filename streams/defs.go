@@ -2,13 +2,13 @@ package streams
 
 import (
 	"errors"
-	"fmt"
 	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/cache"
 	"github.com/getfelix/felix-go/routing"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -28,18 +28,27 @@ type Def struct {
 	// more than one, each shard is a raft group over that many members.
 	// Zero or one: one copy, on its home member.
 	Replicas int
+	// LogAppendTime: records keep their append time only, never a
+	// producer's (service.StreamSpec.LogAppendTime).
+	LogAppendTime bool
+	// Compression is the Kafka listener's Fetch codec
+	// (service.StreamSpec.Compression).
+	Compression string
 	// Implicit marks an in-memory, one-shard stream made by its first
 	// publish or subscribe. It is not stored: it vanishes with the broker.
 	Implicit  bool
 	CreatedAt time.Time
+	// Cache, when set, makes the stream a cache (cache.go).
+	Cache *CacheSettings
 }
 
-// sameSettings reports whether a create request matches an existing stream,
+// SameSettings reports whether a create request matches an existing stream,
 // so a repeated create is idempotent and a conflicting one is refused.
-func (d Def) sameSettings(o Def) bool {
+func (d Def) SameSettings(o Def) bool {
 	return d.Shards == o.Shards && d.Routing == o.Routing && d.Durable == o.Durable &&
 		d.RetentionBytes == o.RetentionBytes && d.RetentionAge == o.RetentionAge &&
-		max(d.Replicas, 1) == max(o.Replicas, 1)
+		max(d.Replicas, 1) == max(o.Replicas, 1) && d.LogAppendTime == o.LogAppendTime && d.Compression == o.Compression &&
+		(d.Cache == nil) == (o.Cache == nil) && (d.Cache == nil || *d.Cache == *o.Cache)
 }
 
 // Replicated reports whether the stream's shards are raft groups.
@@ -66,10 +75,13 @@ type ImplicitStore interface {
 // Messages the registry accepts besides GetShard. Each is a request: the
 // registry responds with *StreamResult or *StreamListResult.
 
-// CreateStream creates a stream, or confirms an identical one.
+// CreateStream creates a stream, or confirms an identical one. DryRun
+// makes every check and stores nothing (answering the definition it
+// would have stored).
 type CreateStream struct {
 	actors.ControlMessage
-	Def Def
+	Def    Def
+	DryRun bool
 }
 
 // GetStream returns a stream's definition, creating an implicit in-memory
@@ -102,20 +114,17 @@ type StreamResult struct {
 // StreamListResult answers ListStreams.
 type StreamListResult struct {
 	Defs []Def
+	Err  error
 }
 
 func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
-	d := msg.Def
-	if err := d.Scope.Validate(); err != nil {
+	d, err := r.checkDef(msg.Def)
+	if err != nil {
 		ctx.Respond(&StreamResult{Err: err})
 		return
 	}
-	if d.Shards < 1 || d.Shards > MaxShards {
-		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest, "shards must be 1 to %d, got %d", MaxShards, d.Shards)})
-		return
-	}
 	if old, ok := r.defs[d.Scope]; ok && !old.Implicit {
-		if old.sameSettings(d) {
+		if old.SameSettings(d) {
 			ctx.Respond(&StreamResult{Def: old})
 			return
 		}
@@ -129,24 +138,6 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 			"stream %s is already in use as an implicit one-shard stream; create streams before first use, or delete it first", d.Scope)})
 		return
 	}
-	if d.RetentionBytes < 0 || d.RetentionAge < 0 {
-		// Every front end converts its own units; a negative value here is
-		// one that wrapped (issue 11), and 0, not a huge number, is for ever.
-		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest,
-			"retention must not be negative (retention_bytes %d, retention_age %s); 0 keeps everything", d.RetentionBytes, d.RetentionAge)})
-		return
-	}
-	if d.Durable && r.cfg.OpenLog == nil {
-		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest, "this broker has no durable storage")})
-		return
-	}
-	if !d.Durable && (d.RetentionBytes > 0 || d.RetentionAge > 0) {
-		// Accepting it would be a setting that does nothing: an in-memory
-		// stream keeps only its replay ring, bounded by the ring's knobs.
-		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeInvalidRequest,
-			"retention applies to durable streams; an in-memory stream keeps only its replay ring (replay_ring_records, replay_ring_max_bytes)")})
-		return
-	}
 	if _, replaces := r.defs[d.Scope]; !replaces {
 		if err := r.admit(d.Scope); err != nil {
 			ctx.Respond(&StreamResult{Err: err})
@@ -157,6 +148,10 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 	if d.CreatedAt.IsZero() {
 		d.CreatedAt = time.Now().UTC()
 	}
+	if msg.DryRun {
+		ctx.Respond(&StreamResult{Def: d})
+		return
+	}
 	if r.cfg.Store != nil {
 		if err := r.cfg.Store.PutStream(d); err != nil {
 			ctx.Respond(&StreamResult{Err: storeErr(err)})
@@ -165,6 +160,45 @@ func (r *registry) handleCreateStream(ctx actor.Context, msg *CreateStream) {
 	}
 	r.put(d)
 	ctx.Respond(&StreamResult{Def: d})
+}
+
+// checkDef checks a new definition's own settings, whatever is defined
+// already, and fills in a cache's default history.
+func (r *registry) checkDef(d Def) (Def, error) {
+	if err := d.Scope.Validate(); err != nil {
+		return d, err
+	}
+	if d.Shards < 1 || d.Shards > MaxShards {
+		return d, wire.NewError(wire.CodeInvalidRequest, "shards must be 1 to %d, got %d", MaxShards, d.Shards)
+	}
+	// An old definition, or a create that names none, keeps one change.
+	if d.Cache != nil && d.Cache.History == 0 {
+		c := *d.Cache // the message's, never written
+		c.History = cache.DefaultHistory
+		d.Cache = &c
+	}
+	switch {
+	case d.Cache != nil && (d.Cache.History < 1 || d.Cache.History > cache.MaxHistory):
+		return d, wire.NewError(wire.CodeInvalidRequest, "a cache's history must be 1 to %d, got %d", cache.MaxHistory, d.Cache.History)
+	case d.RetentionBytes < 0 || d.RetentionAge < 0:
+		// Every front end converts its own units; a negative value here is
+		// one that wrapped, and 0, not a huge number, is for ever.
+		return d, wire.NewError(wire.CodeInvalidRequest,
+			"retention must not be negative (retention_bytes %d, retention_age %s); 0 keeps everything", d.RetentionBytes, d.RetentionAge)
+	case d.Durable && r.cfg.OpenLog == nil:
+		return d, wire.NewError(wire.CodeInvalidRequest, "this broker has no durable storage")
+	case d.Cache != nil && (d.RetentionBytes > 0 || d.RetentionAge > 0 || d.Cache.TTL < 0):
+		// Retention deletes whole segments: on a cache it would delete
+		// keys, whatever their age. A cache's records go by compaction.
+		return d, wire.NewError(wire.CodeInvalidRequest,
+			"a cache takes no retention and no negative ttl (retention_bytes %d, retention_age %s, ttl %s)", d.RetentionBytes, d.RetentionAge, d.Cache.TTL)
+	case !d.Durable && (d.RetentionBytes > 0 || d.RetentionAge > 0):
+		// Accepting it would be a setting that does nothing: an in-memory
+		// stream keeps only its replay ring, bounded by the ring's knobs.
+		return d, wire.NewError(wire.CodeInvalidRequest,
+			"retention applies to durable streams; an in-memory stream keeps only its replay ring (replay_ring_records, replay_ring_max_bytes)")
+	}
+	return d, nil
 }
 
 // admit asks whether scope's tenant may have one more stream.
@@ -204,6 +238,9 @@ func (r *registry) def(scope wire.Scope, create bool) (Def, error) {
 	if d, ok := r.defs[scope]; ok {
 		return d, nil
 	}
+	if r.awaiting {
+		return Def{}, r.cfg.NotLoaded()
+	}
 	if !create {
 		return Def{}, wire.NewError(wire.CodeNotFound, "no stream %s", scope)
 	}
@@ -226,6 +263,10 @@ func (r *registry) def(scope wire.Scope, create bool) (Def, error) {
 }
 
 func (r *registry) handleListStreams(ctx actor.Context, msg *ListStreams) {
+	if r.awaiting {
+		ctx.Respond(&StreamListResult{Err: r.cfg.NotLoaded()})
+		return
+	}
 	var out []Def
 	for s, d := range r.defs {
 		if s.Tenant == msg.Tenant && (msg.Namespace == "" || s.Namespace == msg.Namespace) {
@@ -239,7 +280,11 @@ func (r *registry) handleListStreams(ctx actor.Context, msg *ListStreams) {
 func (r *registry) handleDeleteStream(ctx actor.Context, msg *DeleteStream) {
 	d, ok := r.defs[msg.Scope]
 	if !ok {
-		ctx.Respond(&StreamResult{Err: wire.NewError(wire.CodeNotFound, "no stream %s", msg.Scope)})
+		var err error = wire.NewError(wire.CodeNotFound, "no stream %s", msg.Scope)
+		if r.awaiting {
+			err = r.cfg.NotLoaded()
+		}
+		ctx.Respond(&StreamResult{Err: err})
 		return
 	}
 	_, keepsImplicit := r.cfg.Store.(ImplicitStore)
@@ -272,18 +317,4 @@ func storeErr(err error) error {
 
 func sortDefs(defs []Def) {
 	sort.Slice(defs, func(i, j int) bool { return defs[i].Scope.String() < defs[j].Scope.String() })
-}
-
-// Request sends a registry request from outside the actor system and waits.
-func Request[T any](root *actor.RootContext, registry *actor.PID, msg any, timeout time.Duration) (T, error) {
-	var zero T
-	res, err := root.RequestFuture(registry, msg, timeout).Result()
-	if err != nil {
-		return zero, fmt.Errorf("streams: registry: %w", err)
-	}
-	t, ok := res.(T)
-	if !ok {
-		return zero, fmt.Errorf("streams: registry answered %T", res)
-	}
-	return t, nil
 }

@@ -43,7 +43,7 @@ type Log interface {
 	// (persistence's poisoning: a failed write or fsync), or nil. The shard
 	// then answers storage and stops, closing the log; the next request
 	// makes a new shard, which opens the log again and recovers from what
-	// is on the device, so freeing disk space is enough (issue 11).
+	// is on the device, so freeing disk space is enough.
 	Failed() error
 	Close() error
 }
@@ -133,6 +133,14 @@ func (s *shard) openLog(self *actor.PID) error {
 		s.ref.opened(nil, err)
 		return err
 	}
+	if err := s.rebuildCache(log, log.NextOffset()); err != nil {
+		if cerr := log.Close(); cerr != nil {
+			s.logger.Warn().Err(cerr).Msg("close durable log")
+		}
+		err = wire.WrapError(wire.CodeStorage, err, "rebuild the cache index of %s shard %d from its log", s.scope, s.n)
+		s.ref.opened(nil, err)
+		return err
+	}
 	s.producers = producers
 	s.log = log
 	s.next = log.NextOffset()
@@ -166,9 +174,16 @@ func (s *shard) handleEnforceRetention() {
 func (s *shard) handleStopped() {
 	s.retention.Stop()
 	s.idle.Stop()
+	if s.cache != nil {
+		s.cache.tick.Stop()
+	}
+	s.stopCacheCompaction()
 	s.waiter.Stop()
 	s.stopReplica()
 	s.ledger.failAll(errStoppedInFlight)
+	// Whatever the watchers wait for comes from this shard's successor now.
+	s.wakeWatchers()
+	s.watchers = nil
 	s.ref.opened(nil, ErrShardStopped) // if it never opened
 	if s.log == nil {
 		return

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestRetentionTickerNothingFiresAfterStop: defect 4 of issue #9. The old
+// TestRetentionTickerNothingFiresAfterStop: the old
 // timer re-armed itself with Reset from its own goroutine, racing the
 // shard's Stop: a tick in progress during Stop scheduled another. Here a
 // tick is in progress when Stop is called; Stop waits for it, and nothing

@@ -3,6 +3,7 @@ package streams
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/getfelix/felix-go/wire"
 )
@@ -37,6 +38,16 @@ type Envelope struct {
 	Durable bool
 	// Attrs are the publish's record attributes, for the log only.
 	Attrs [][]byte
+	// Published is the publish's Received (unix ns), for the delivery
+	// latency metric; 0 (records read back from a log) is not timed.
+	Published int64
+	// Appended is the batch's append time in its log, the time its
+	// records keep under LogAppendTime; zero for an in-memory stream.
+	Appended time.Time
+	// Resume, on a cache watch's change (cachewatch.go), is the version
+	// the watch resumes from once it has this change; zero on a
+	// snapshot's, which moves no resume version.
+	Resume uint64
 
 	frames  [numShapes]frameCache
 	encodes atomic.Int32

@@ -13,7 +13,7 @@ import (
 // ShardConfig.IdleTimeout (stream_idle_timeout_ms) stops itself and its ring
 // goes with it; the registry forgets an implicit stream's definition. Before
 // this, streams made by a first publish were never reclaimed: one client
-// pinned 2.7 GB in 10 s with 40 streams and no subscriber (issue #11).
+// pinned 2.7 GB in 10 s with 40 streams and no subscriber.
 // Durable shards are not reclaimed this way: their data is on disk, and
 // their descriptors are bounded by the log's file cache.
 
@@ -31,7 +31,9 @@ type ShardIdle struct {
 // startIdleTicker starts the idle check of an in-memory shard, every half
 // idle timeout (so a shard goes at most 1.5 × the timeout after its last use).
 func (s *shard) startIdleTicker() {
-	if s.cfg.IdleTimeout <= 0 || s.open != nil {
+	// An in-memory cache is not idle when no one touches it: its keys
+	// are its state, and stopping would lose them.
+	if s.cfg.IdleTimeout <= 0 || s.open != nil || s.cache != nil {
 		return
 	}
 	s.lastUsed = time.Now()
@@ -43,7 +45,7 @@ func (s *shard) startIdleTicker() {
 func (s *shard) used() { s.lastUsed = time.Now() }
 
 func (s *shard) handleCheckIdle(ctx actor.Context) {
-	if len(s.subs) > 0 || time.Since(s.lastUsed) < s.cfg.IdleTimeout || (s.ref.Mailbox != nil && s.ref.Mailbox.Len() > 0) {
+	if len(s.subs) > 0 || s.hasWatchers() || time.Since(s.lastUsed) < s.cfg.IdleTimeout || (s.ref.Mailbox != nil && s.ref.Mailbox.Len() > 0) {
 		return
 	}
 	s.logger.Debug().Dur("idle", time.Since(s.lastUsed)).Msg("in-memory shard idle; stopping it")

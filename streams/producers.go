@@ -61,7 +61,7 @@ type Stamp struct{ Producer, Sequence, Digest uint64 }
 
 const (
 	// producerWindow is how many of its latest batches the shard remembers
-	// per producer (§5.9): a re-send of an older one is sequence_expired.
+	// per producer: a re-send of an older one is sequence_expired.
 	producerWindow = 64
 	// defaultMaxProducers bounds the table per shard; the least recently
 	// used producer is forgotten first (its next publish other than a
@@ -73,7 +73,7 @@ const (
 // payloadDigest is a batch's digest: xxHash64 over each record's u32
 // length, big-endian, and bytes, so that a re-send can be told from another
 // batch under the same sequence. It is stored in the log's batch stamps,
-// so it must never change. xxHash rather than the reference's CRC-64: the
+// so it must never change. xxHash rather than CRC-64: the
 // digest is computed on every idempotent publish, and CRC-64 (hash/crc64)
 // took about 6 % of the CPU of sequential idempotent publishing.
 func payloadDigest(payloads [][]byte) uint64 {
@@ -179,6 +179,15 @@ func (t *producerTable) record(st Stamp, base uint64, count uint32) {
 	ps.last = st.Sequence
 	ps.remembered = min(ps.remembered+1, producerWindow)
 	ps.batches[st.Sequence%producerWindow] = producerBatch{seq: st.Sequence, base: base, count: count, digest: st.Digest}
+}
+
+// lastWritten is producer id's last sequence written, if it is remembered.
+func (t *producerTable) lastWritten(id uint64) (uint64, bool) {
+	e := t.byID[id]
+	if e == nil {
+		return 0, false
+	}
+	return e.Value.(*producerState).last, true
 }
 
 // len is the number of producers remembered.

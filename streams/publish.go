@@ -105,7 +105,7 @@ func (s *shard) answerDuplicate(pe *pending, b *producerBatch) {
 func (s *shard) assignOffsets(p *Publish) *Envelope {
 	env := NewEnvelope(p.Payloads)
 	env.Base = s.next
-	env.Attrs = p.Attrs
+	env.Attrs, env.Published = p.Attrs, p.Received
 	return env
 }
 
@@ -116,12 +116,13 @@ func (s *shard) assignOffsets(p *Publish) *Envelope {
 func (s *shard) append(env *Envelope, stamp *Stamp) error {
 	if s.log != nil {
 		var err error
+		now := time.Now()
 		if al, ok := s.log.(AttrsLog); ok && env.Attrs != nil {
-			err = al.AppendWithAttrs(env.Base, env.Payloads, env.Attrs, time.Now(), stamp)
+			err = al.AppendWithAttrs(env.Base, env.Payloads, env.Attrs, now, stamp)
 		} else if stamp != nil {
-			err = s.log.AppendStamped(env.Base, env.Payloads, time.Now(), *stamp)
+			err = s.log.AppendStamped(env.Base, env.Payloads, now, *stamp)
 		} else {
-			err = s.log.Append(env.Base, env.Payloads, time.Now())
+			err = s.log.Append(env.Base, env.Payloads, now)
 		}
 		if err != nil {
 			return wire.WrapError(wire.CodeStorage, err, "append to %s", s.scope)
@@ -129,7 +130,7 @@ func (s *shard) append(env *Envelope, stamp *Stamp) error {
 		if stamp != nil {
 			s.producers.record(*stamp, env.Base, uint32(env.Len()))
 		}
-		env.Durable = true
+		env.Durable, env.Appended = true, now
 	}
 	s.next += uint64(env.Len())
 	return nil
@@ -149,7 +150,7 @@ func (s *shard) awaitDurable(pe *pending, env *Envelope) {
 func (s *shard) deliver(pe *pending, env *Envelope) {
 	s.at(stepDeliver)
 	stats := s.publishBatch(env)
-	s.ledger.answer(pe, s.fenced(PublishResult{Base: env.Base, Durable: env.Durable}))
+	s.ledger.answer(pe, s.fenced(PublishResult{Base: env.Base, Durable: env.Durable, AppendTime: env.Appended, Cache: s.cacheResult()}))
 	s.report(stats)
 }
 
@@ -159,11 +160,23 @@ func (s *shard) publishCommitted(env *Envelope) {
 	s.report(s.publishBatch(env))
 }
 
-// publishBatch keeps the batch in the ring and fans it out.
+// publishBatch keeps the batch in the ring, wakes the commit watchers and
+// fans it out. The watchers go first: a fanout under block may wait on a
+// full subscriber, and a reader of the log need not wait with it.
 func (s *shard) publishBatch(env *Envelope) *FanoutStats {
 	s.delivered = env.Base + uint64(env.Len())
+	if s.cache != nil {
+		s.applyCache(env)
+	}
 	s.ring.push(env)
-	return s.fanout(env)
+	s.wakeWatchers()
+	st := s.fanout(env)
+	if s.cache != nil {
+		w := &s.cache.watch
+		st.WatchDelivered, st.WatchLagged = w.delivered, w.lagged
+		w.delivered, w.lagged = 0, 0
+	}
+	return st
 }
 
 func (s *shard) report(stats *FanoutStats) {

@@ -1,9 +1,6 @@
 package streams
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/rs/zerolog"
 
@@ -22,7 +19,7 @@ import (
 // not_found. It never creates one: callers resolve the definition first
 // (GetStream, which makes an implicit stream on first use when asked), so a
 // stream deleted between the two requests is reported gone, never re-made
-// here as another kind (issue 11: a deleted durable stream came back in
+// here as another kind (a deleted durable stream came back in
 // memory under publishes).
 type GetShard struct {
 	actors.ControlMessage
@@ -72,6 +69,12 @@ type RegistryConfig struct {
 	Place func(def Def, shard uint32) (Fence, error)
 	// OnSpawned, when set, is told of each new shard (for the directory).
 	OnSpawned func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32)
+	// NotLoaded, set on a cluster member, says the definitions arrive by
+	// DefsChanged, the cluster's as of a join once DefsLoaded follows:
+	// until then a stream the registry has not heard of may well exist,
+	// so a lookup that misses answers NotLoaded's error (shard_unavailable
+	// not_ready), never not_found (nor an empty stream made on first use).
+	NotLoaded func() error
 }
 
 // registry is the stream definitions' owner. Only Receive touches it.
@@ -81,6 +84,8 @@ type registry struct {
 	defs   map[wire.Scope]Def
 	// perTenant counts each tenant's definitions, for CheckStreams.
 	perTenant map[string]int
+	// awaiting: NotLoaded is set, and DefsLoaded has not come yet.
+	awaiting bool
 }
 
 // RegistryProps returns the props of the registry, a top-level actor beside
@@ -88,7 +93,7 @@ type registry struct {
 func RegistryProps(cfg RegistryConfig, shards *actor.PID, created func(*actors.Mailbox)) *actor.Props {
 	// One instance across restarts: definitions survive a panic (implicit
 	// streams are nowhere else).
-	r := &registry{cfg: cfg, shards: shards, defs: make(map[wire.Scope]Def), perTenant: make(map[string]int)}
+	r := &registry{cfg: cfg, shards: shards, defs: make(map[wire.Scope]Def), perTenant: make(map[string]int), awaiting: cfg.NotLoaded != nil}
 	for _, d := range cfg.Defs {
 		r.put(d)
 	}
@@ -113,6 +118,8 @@ func (r *registry) Receive(ctx actor.Context) {
 		r.handleShardIdle(msg)
 	case *DefsChanged:
 		r.handleDefsChanged(ctx, msg)
+	case *DefsLoaded:
+		r.awaiting = false
 	case *StopShard:
 		ctx.Send(r.shards, &stopShard{key: shardKey{msg.Scope, msg.Shard}})
 	case *HostReplica:
@@ -190,6 +197,11 @@ type DefsChanged struct {
 	Deleted []wire.Scope
 }
 
+// DefsLoaded tells a registry with NotLoaded that the DefsChanged before
+// it brought the cluster's definitions as of this member's join (sent
+// after them, so it arrives after them).
+type DefsLoaded struct{ actors.ControlMessage }
+
 // StopShard stops one shard here: its ownership moved to another member.
 // Its subscriptions end; queued publishes fail shard_unavailable.
 type StopShard struct {
@@ -200,7 +212,7 @@ type StopShard struct {
 
 func (r *registry) handleDefsChanged(ctx actor.Context, msg *DefsChanged) {
 	for _, d := range msg.Put {
-		if old, ok := r.defs[d.Scope]; ok && !old.sameSettings(d) {
+		if old, ok := r.defs[d.Scope]; ok && !old.SameSettings(d) {
 			// Deleted and made again with other settings while this
 			// member missed the delete: the old shards must not serve.
 			ctx.Send(r.shards, &stopShards{scope: d.Scope, def: old})
@@ -218,17 +230,4 @@ func (r *registry) handleDefsChanged(ctx actor.Context, msg *DefsChanged) {
 			r.cfg.RemoveLogs(d)
 		}
 	}
-}
-
-// Lookup asks the registry for a shard from outside the actor system.
-func Lookup(root *actor.RootContext, registry *actor.PID, scope wire.Scope, shard uint32, timeout time.Duration) (*ShardRef, error) {
-	res, err := root.RequestFuture(registry, &GetShard{Scope: scope, Shard: shard}, timeout).Result()
-	if err != nil {
-		return nil, fmt.Errorf("streams: look up %s: %w", scope, err)
-	}
-	ref := res.(*ShardRef)
-	if ref.Err != nil {
-		return nil, ref.Err
-	}
-	return ref, nil
 }

@@ -12,13 +12,17 @@ import (
 // A replicated shard (Def.Replicas > 1, in a cluster) is one replica of a
 // raft group over its members; the group's leader is the shard's owner.
 // The shard drives its Replica: a publish on the leader is checked as on
-// any durable shard (expected offset, producer sequence), then proposed;
-// it is answered, and fanned out, when its entry applies, that is once a
-// quorum has it on disk. Every replica applies every committed entry in
-// order: subscribers, range reads and the producer table see committed
-// records only, the same on every replica, so a new leader carries on
-// where the old one stopped. The shard never appends to its log itself:
-// raft's storage does, one write per record per replica.
+// any durable shard (expected offset, producer sequence) against its tail
+// of proposed records, then proposed; it is answered, and fanned out,
+// when its entry applies, that is once a quorum has it on disk. A refusal
+// that rests on entries still in flight waits for them to apply
+// (refuseReplicated), so it never reports a tail no read sees. Every
+// replica applies every committed entry in order: subscribers, range
+// reads and the producer table see committed records only, the same on
+// every replica, so a new leader carries on where the old one stopped.
+// Reads are confirmed by the leader with raft's ReadIndex (reads.go). The
+// shard never appends to its log itself: raft's storage does, one write
+// per record per replica.
 
 // Replica is the raft side of a replicated shard, which the broker builds
 // over replication.Replica and the peer link. Only the shard calls it, on
@@ -33,11 +37,21 @@ type Replica interface {
 	Tick()
 	// Step hands raft a message from a peer.
 	Step(data []byte) error
+	// ReadIndex asks the group, as its leader, to confirm a read: raft's
+	// ReadIndex, a heartbeat round a quorum answers. A later Ready hands
+	// read the index the read must see applied, with id; one never
+	// confirmed (the leadership went) is never handed over.
+	ReadIndex(id uint64)
+	// LeaderContact is, on a follower, when it last heard from the leader
+	// of its term (zero: not in this term), and whether it applied every
+	// entry that leader told it was committed.
+	LeaderContact() (heard time.Time, caughtUp bool)
 	// HasReady reports whether Ready has work.
 	HasReady() bool
 	// Ready persists, sends, then applies committed entries in index
-	// order. An error means the replica is unusable (its storage failed).
-	Ready(apply func(Applied)) error
+	// order, and hands over the reads raft confirmed. An error means the
+	// replica is unusable (its storage failed).
+	Ready(apply func(Applied), read func(id, index uint64)) error
 	// Role is the replica's place in the group now.
 	Role() Role
 	// Removed says the replica set no longer names this member (the
@@ -156,8 +170,11 @@ type replicated struct {
 	tickQueued atomic.Bool
 	// appliedTerm is the term of the last applied entry. A leader takes
 	// publishes only once it applied an entry of its own term: every
-	// earlier entry is applied then.
-	appliedTerm uint64
+	// earlier entry is applied then. appliedIndex is its raft index, which
+	// confirmed reads wait for (reads.go).
+	appliedTerm, appliedIndex uint64
+	// reads are the reads waiting for their confirmation (reads.go).
+	reads reads
 	// readyTerm is the term in which this replica, as leader, last set its
 	// tail (shard.next) from what it applied.
 	readyTerm uint64
@@ -178,7 +195,22 @@ type replicated struct {
 type proposal struct {
 	pe     *pending
 	ticket Ticket
+	// refusals are the publishes refused against the tail this proposal
+	// ended (refuseReplicated): answered once it applied.
+	refusals []*refusal
 }
+
+// refusal is a refused publish waiting for the entries its refusal rests
+// on to commit.
+type refusal struct {
+	pe  *pending
+	err error
+}
+
+// errRefusalUnsettled answers a refused publish whose refusal rested on
+// entries the leadership took with it: what it was refused against may
+// never be in the log. Nothing was written.
+var errRefusalUnsettled = wire.NewError(wire.CodeLeadershipLost, "the shard's leadership moved before the entries the publish was checked against committed; it was not written, send it again")
 
 // startReplica starts the raft side after the log opened: the ticker and
 // the inbox. What the replica had applied before (up to AppliedEnd) is not
@@ -202,6 +234,10 @@ func (s *shard) startReplica(log Log) error {
 		r.Close()
 		return err
 	}
+	if err := s.rebuildCache(log, end); err != nil {
+		r.Close()
+		return err
+	}
 	s.producers = producers
 	s.repl = &replicated{replica: r, inbox: inbox, inFlight: make(map[uint64]uint64)}
 	s.next, s.delivered = end, end
@@ -220,6 +256,7 @@ func (s *shard) handleReplicaTick() {
 	}
 	s.repl.tickQueued.Store(false)
 	s.repl.replica.Tick()
+	s.tickReads()
 	s.processReady()
 	if s.repl.ticks++; s.repl.ticks%s.retentionTicks() == 0 {
 		s.repl.replica.EnforceRetention(time.Now())
@@ -279,7 +316,7 @@ func (s *shard) publishReplicated(pe *pending, p *Publish) {
 	s.at(stepCheck)
 	adm, err := s.checkReplicated(p)
 	if err != nil {
-		s.ledger.answer(pe, PublishResult{Err: err})
+		s.refuseReplicated(pe, err)
 		return
 	}
 	if adm.dup != nil {
@@ -303,24 +340,51 @@ func (s *shard) publishReplicated(pe *pending, p *Publish) {
 	s.processReadyIfIdle()
 }
 
+// refuseReplicated answers a publish the checks refused. A refusal read
+// off the leader's tail or its producers' batches in flight (an offset
+// mismatch, a sequence gap) rests on entries not committed yet: answered
+// now, it would report a tail no read can see, and be wrong outright if
+// those entries were lost with the leadership. So while anything is
+// proposed and not applied, a refusal waits for the last entry proposed
+// before it: answered when that one applies (everything it rested on has
+// committed then, and a read sees the tail it reports), failed
+// retryably when that one is lost. Other errors are answered at once.
+func (s *shard) refuseReplicated(pe *pending, err error) {
+	n := len(s.repl.proposed)
+	if n == 0 || !(errors.Is(err, ErrOffsetMismatch) || errors.Is(err, ErrProducer)) {
+		s.ledger.answer(pe, PublishResult{Err: err})
+		return
+	}
+	s.ledger.park(pe)
+	last := &s.repl.proposed[n-1]
+	last.refusals = append(last.refusals, &refusal{pe: pe, err: err})
+}
+
 // checkReplicated is check for the leader: a producer with a batch in
-// flight continues from it; a re-send of the batch in flight waits for
-// its outcome, which the producer learns by sending it again.
+// flight continues from it; a re-send of a batch in flight (the last, or
+// one before it that has not applied yet either) waits for its outcome,
+// which the producer learns by sending it again. Only a sequence the
+// producer table holds (applied) is checked against it.
 func (s *shard) checkReplicated(p *Publish) (admission, error) {
 	if p.Producer != nil && p.ExpectedOffset == nil {
 		if last, ok := s.repl.inFlight[p.Producer.ID]; ok {
+			applied, known := s.producers.lastWritten(p.Producer.ID)
 			switch {
 			case p.Producer.Seq == last+1:
 				return admission{stamp: &Stamp{Producer: p.Producer.ID, Sequence: p.Producer.Seq, Digest: payloadDigest(p.Payloads)}}, nil
-			case p.Producer.Seq == last:
-				return admission{}, wire.NewError(wire.CodeShardUnavailable, "in_flight: the batch with this sequence is still being replicated; send it again for its outcome")
 			case p.Producer.Seq > last:
 				return admission{}, &ProducerError{Reason: ReasonSequenceGap, Expected: last + 1}
+			case p.Producer.Seq == last, !known || p.Producer.Seq > applied:
+				return admission{}, errInFlight
 			}
 		}
 	}
 	return s.check(p)
 }
+
+// errInFlight answers a re-send of an idempotent batch still being
+// replicated.
+var errInFlight = wire.NewError(wire.CodeShardUnavailable, "in_flight: the batch with this sequence is still being replicated; send it again for its outcome")
 
 // processReadyIfIdle runs Ready once nothing else waits in the mailbox, or
 // once maxBatchProposals proposals wait for it: publishes queued together
@@ -338,27 +402,35 @@ func (s *shard) processReadyIfIdle() {
 // is never idle still persists and sends as it goes.
 const maxBatchProposals = 256
 
-// processReady runs raft's Ready until it has no more work.
+// processReady runs raft's Ready until it has no more work, then settles
+// what it decided: lost proposals, a step-down, confirmed reads. Asking
+// for the next ReadIndex makes more work, which runs at once.
 func (s *shard) processReady() {
 	s.repl.unreadied = 0
-	for s.repl.replica.HasReady() {
-		if err := s.repl.replica.Ready(s.applyEntry); err != nil {
-			s.stopIfReplicaFailed(err)
+	for {
+		for s.repl.replica.HasReady() {
+			if err := s.repl.replica.Ready(s.applyEntry, s.readConfirmed); err != nil {
+				s.stopIfReplicaFailed(err)
+				return
+			}
+		}
+		s.settleLost()
+		leading := s.repl.replica.Role().Leader
+		if s.repl.leading && !leading {
+			s.failProposed(errLeadershipMoved)
+		}
+		s.repl.leading = leading
+		s.settleReads(leading)
+		if !s.repl.replica.HasReady() {
 			return
 		}
 	}
-	s.settleLost()
-	leading := s.repl.replica.Role().Leader
-	if s.repl.leading && !leading {
-		s.failProposed(errLeadershipMoved)
-	}
-	s.repl.leading = leading
 }
 
 // failProposed answers every publish still waiting for its entry.
 func (s *shard) failProposed(err error) {
 	for i, p := range s.repl.proposed {
-		s.failProposal(p.pe, err)
+		s.failProposal(p, err)
 		s.repl.proposed[i] = proposal{}
 	}
 	s.repl.proposed = s.repl.proposed[:0]
@@ -368,21 +440,27 @@ func (s *shard) failProposed(err error) {
 // its records to the subscribers, and its publish, on the replica that
 // proposed it, answered.
 func (s *shard) applyEntry(a Applied) {
-	s.repl.appliedTerm = a.Term
+	s.repl.appliedTerm, s.repl.appliedIndex = a.Term, a.Index
 	if len(a.Records) == 0 {
 		return
 	}
 	env := NewEnvelope(a.Records)
-	env.Base, env.Durable = a.Base, true
+	env.Base, env.Durable, env.Appended = a.Base, true, a.Time
 	if a.Stamp != nil {
 		s.producers.record(*a.Stamp, a.Base, uint32(len(a.Records)))
 		if last, ok := s.repl.inFlight[a.Stamp.Producer]; ok && last == a.Stamp.Sequence {
 			delete(s.repl.inFlight, a.Stamp.Producer)
 		}
 	}
-	if pe := s.settleUpTo(a.Index, a.Term); pe != nil {
-		s.ledger.resume(pe)
-		s.deliver(pe, env)
+	if mine, ok := s.settleUpTo(a.Index, a.Term); ok {
+		env.Published = mine.pe.p.Received // timed where it was published: elsewhere its receipt is not known
+		s.ledger.resume(mine.pe)
+		s.deliver(mine.pe, env)
+		for _, r := range mine.refusals {
+			if s.ledger.resume(r.pe) {
+				s.ledger.answer(r.pe, PublishResult{Err: r.err})
+			}
+		}
 		return
 	}
 	s.publishCommitted(env)
@@ -391,8 +469,7 @@ func (s *shard) applyEntry(a Applied) {
 // settleUpTo resolves the proposals whose index is at or before index:
 // the one at index with term is the entry applying (returned, still to
 // answer); any other there was replaced by another leader's entry.
-func (s *shard) settleUpTo(index, term uint64) *pending {
-	var mine *pending
+func (s *shard) settleUpTo(index, term uint64) (mine proposal, ok bool) {
 	for len(s.repl.proposed) > 0 {
 		head := s.repl.proposed[0]
 		at, t, lost := head.ticket()
@@ -403,14 +480,14 @@ func (s *shard) settleUpTo(index, term uint64) *pending {
 		s.repl.proposed = s.repl.proposed[1:]
 		switch {
 		case lost:
-			s.failProposal(head.pe, errProposalLost)
+			s.failProposal(head, errProposalLost)
 		case at == index && t == term:
-			mine = head.pe
+			mine, ok = head, true
 		default:
-			s.failProposal(head.pe, errEntryReplaced)
+			s.failProposal(head, errEntryReplaced)
 		}
 	}
-	return mine
+	return mine, ok
 }
 
 // settleLost fails the proposals at the head that raft reports lost.
@@ -419,15 +496,22 @@ func (s *shard) settleLost() {
 		if _, _, lost := s.repl.proposed[0].ticket(); !lost {
 			return
 		}
-		s.failProposal(s.repl.proposed[0].pe, errProposalLost)
+		s.failProposal(s.repl.proposed[0], errProposalLost)
 		s.repl.proposed[0] = proposal{}
 		s.repl.proposed = s.repl.proposed[1:]
 	}
 }
 
-func (s *shard) failProposal(pe *pending, err error) {
-	if s.ledger.resume(pe) {
-		s.ledger.answer(pe, PublishResult{Err: err})
+// failProposal answers a proposal that will not apply, and the refusals
+// that rested on it.
+func (s *shard) failProposal(p proposal, err error) {
+	if s.ledger.resume(p.pe) {
+		s.ledger.answer(p.pe, PublishResult{Err: err})
+	}
+	for _, r := range p.refusals {
+		if s.ledger.resume(r.pe) {
+			s.ledger.answer(r.pe, PublishResult{Err: errRefusalUnsettled})
+		}
 	}
 }
 
@@ -454,5 +538,6 @@ func (s *shard) stopReplica() {
 		return
 	}
 	s.repl.ticker.Stop()
+	s.failReads(errReadShardStopped)
 	s.repl.replica.Close()
 }

@@ -70,7 +70,10 @@ func (f *fakeReplica) Close()                     {}
 func (f *fakeReplica) HasReady() bool             { f.mu.Lock(); defer f.mu.Unlock(); return f.hasReadyLocked() }
 func (f *fakeReplica) hasReadyLocked() bool       { return f.placed < len(f.log) || f.applied < f.commit }
 
-func (f *fakeReplica) Ready(apply func(Applied)) error {
+func (f *fakeReplica) ReadIndex(uint64)                 {}
+func (f *fakeReplica) LeaderContact() (time.Time, bool) { return time.Time{}, false }
+
+func (f *fakeReplica) Ready(apply func(Applied), _ func(id, index uint64)) error {
 	f.mu.Lock()
 	for ; f.placed < len(f.log); f.placed++ {
 		f.log[f.placed].placed, f.log[f.placed].index = true, uint64(f.placed+1)
@@ -287,8 +290,12 @@ func TestReplicatedPublishWhoseEntryIsReplacedFails(t *testing.T) {
 	r.replaceTail(1)
 	r.appendFrom(2, "theirs")
 	r.commitAll(t)
-	if res := answer(t, p); !errors.Is(res.Err, errEntryReplaced) {
-		t.Fatalf("publish whose entry was replaced: %+v; want leadership_lost", res)
+	// Replaced is the answer when the shard applies the new leader's entry
+	// before it checks its role; a tick between the step-down and the
+	// commit answers first that the leader stepped down ("may or may not
+	// be kept"), which is as true then. Either way it is never acknowledged.
+	if res := answer(t, p); !errors.Is(res.Err, errEntryReplaced) && !errors.Is(res.Err, errLeadershipMoved) {
+		t.Fatalf("publish whose entry was replaced: %+v; want leadership_lost (replaced, or stepped down)", res)
 	}
 }
 

@@ -3,6 +3,71 @@
 // ring, and fans every publish batch out to the subscribers' feeder mailboxes
 // as one shared Envelope. It also owns the registry of stream definitions and
 // the supervisor that creates shards on first use.
+//
+// The publish pipeline (publish.go) reads as its steps. Check: a
+// publish_if's ExpectedOffset, here where offsets are assigned so nothing
+// comes between the check and the write (a mismatch is refused
+// offset_mismatch with the tail); an idempotent producer's sequence against
+// the shard's producer table (the next one is written with its stamp, a
+// re-send of one of the last 64 batches is answered Duplicate with its
+// original offset and writes nothing, anything else is a ProducerError).
+// Assign offsets. Append (a durable stream; a page-cache write). Wait for
+// durability (under on_commit the batch goes to the fsync waiter, which
+// sends it back as durableDone in append order). Deliver (ring, then
+// fanout: TryPost with no wait, or under block at most BlockMaxWait per
+// full subscriber, which is then evicted, SubscriberEvicted). Answer, once
+// (Done(PublishResult)). Every publish accepted and not answered is in the
+// ledger: a restart fails the one in hand with shard_unavailable, a stop
+// fails them all, and nothing is answered twice. The fsync waiter and the
+// retention ticker each have a Stop after which nothing fires.
+//
+// A durable shard opens (recovers) its own log in its Started handler and
+// rebuilds its producer table from the log's stamps; publishes queued
+// meanwhile are answered after it, with the storage error if the log will
+// not open (the shard then stops; the next request tries again). A shard
+// whose log fails (a write or fsync error) stops too. An in-memory shard
+// with no subscriber and no publish for stream_idle_timeout_ms stops itself
+// and tells the registry, which forgets an implicit stream's definition.
+//
+// A replicated shard (replicated.go) drives a Replica the broker provides:
+// the leader checks a publish against its proposed tail and proposes it
+// (a refusal resting on entries in flight waits until they applied);
+// every replica applies committed entries (producer table, fanout, the
+// readers' end), and the leader answers a publish when its entry applies at
+// the index and term it was proposed at. A reader asks first (ConfirmRead,
+// reads.go): the leader answers once raft's ReadIndex confirmed its
+// leadership and it applied up to the read's index, one ReadIndex out at a
+// time for every read that arrived meanwhile; a follower refuses
+// not_leader, or serves a follower read from what it applied. Ready runs when the mailbox is
+// idle, every 256 proposals and on each 100 ms tick. A leader that steps
+// down answers what it proposed leadership_lost (outcome unknown). Peer
+// messages arrive as control traffic bounded by PeerInbox; HostReplica
+// makes a member run its replica without a client.
+//
+// A cache's shard (cache.go) keeps a key index over its records: a cache
+// write is a one-record publish the shard stamps with its clock, applied
+// to the index where every committed batch passes (publishBatch), on
+// every replica, and answered with what it did; reads come from the
+// applied index (a replicated cache's leader only); an index is rebuilt
+// from the log on open; expired keys are written as expire records.
+//
+// Commit watches (commits.go): whoever waits for a shard's next records
+// (a Kafka Fetch's long poll, a group actor's parked polls) registers a
+// CommitWaker (WatchCommitted), and the shard wakes it without blocking at
+// every advance of its committed end, which every path goes through
+// publishBatch for: a delivered publish, and every applied entry on a
+// leader or a follower. At most 1024 a shard; one that reports itself gone
+// is dropped, and a stop wakes them all a last time.
+//
+// What a restart keeps: the same instance, so its subscribers, ring, log,
+// waiter, ticker and (replicated) raft replica; the publish in hand fails
+// shard_unavailable, publishes waiting for their fsync or their commit are
+// answered normally. A stop fails every publish in flight with
+// shard_unavailable (queued ones through the mailbox's drop hook); its
+// feeders watch it and stop; the supervisor forgets it, and the next
+// request makes a new shard (in memory, what the old one held is lost). The
+// registry restarted keeps its definitions and loses only the request in
+// hand; it has no children, so nothing else notices.
 package streams
 
 import (
@@ -13,6 +78,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/cache"
 	"github.com/getfelix/felix-go/internal/probe"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -41,11 +107,18 @@ type Publish struct {
 	// Durable streams only, and never with ExpectedOffset.
 	Producer *ProducerSeq
 	Done     func(PublishResult)
+	// Cache, on a cache's shard and only there, is the write this
+	// publish is (Payloads are the shard's to make: leave them nil).
+	Cache *CacheOp
 	// Attrs, when set, are the records' attributes (a key and headers,
 	// encoded by the caller; nil for a record without), parallel to
 	// Payloads: a durable shard writes them with the records (AttrsLog).
 	// Subscribers get the payloads only.
 	Attrs [][]byte
+	// Received is when the broker took the publish (unix ns), carried to
+	// the subscribers' writes for the delivery latency metric; 0 is not
+	// timed.
+	Received int64
 }
 
 // PublishResult answers a Publish: the batch's first offset and whether the
@@ -56,7 +129,12 @@ type PublishResult struct {
 	// Duplicate: a re-send of a remembered batch: Base is its original
 	// first offset; nothing was written.
 	Duplicate bool
-	Err       error
+	// Cache is what a cache write did when it applied (Base is its
+	// offset, the version it gave its key).
+	Cache *cache.Result
+	// AppendTime is a written batch's append time (Envelope.Appended).
+	AppendTime time.Time
+	Err        error
 }
 
 // AddSubscriber registers a feeder's mailbox. The shard responds with
@@ -142,6 +220,14 @@ type ShardConfig struct {
 	// RemoveShardData, when set, deletes a shard's log once the shard
 	// stopped because its replica was moved to another member.
 	RemoveShardData func(scope wire.Scope, shard uint32)
+	// CacheResumeWindow keeps a durable cache's records newer than this out
+	// of compaction, so a watcher may resume past them
+	// (cache_resume_window_ms; zero: no window, every record in a sealed
+	// segment may be compacted).
+	CacheResumeWindow time.Duration
+	// OnCacheCompacted, when set, is told of every compaction a cache
+	// shard commits; it must not block.
+	OnCacheCompacted func(*CacheCompacted)
 	// RingTotal, when set, bounds every shard's ring together
 	// (replay_ring_max_bytes_total): a ring that cannot take a batch from it
 	// gives up its own oldest batches first.
@@ -152,6 +238,12 @@ type ShardConfig struct {
 	beforeStep func(step)
 	// maxProducers, set only by tests, replaces defaultMaxProducers.
 	maxProducers int
+	// now, set only by tests, replaces time.Now as a cache's clock;
+	// cacheExpiryInterval replaces cacheExpiryInterval.
+	now                 func() time.Time
+	cacheExpiryInterval time.Duration
+	// watchHistoryChanges, set only by tests, replaces watchHistoryChanges.
+	watchHistoryChanges int
 }
 
 // defaultBlockMaxWait is the wait on a full subscriber under block when
@@ -172,6 +264,9 @@ type FanoutStats struct {
 	Dropped    int // subscribers whose queue refused it
 	Evicted    int // subscribers removed for staying full past BlockMaxWait
 	BlockedFor time.Duration
+	// A cache's watches: changes taken by watchers' queues, and watchers
+	// forgotten because their queue was full (their watch ends lagged).
+	WatchDelivered, WatchLagged int
 }
 
 type subscriber struct {
@@ -213,7 +308,9 @@ type shard struct {
 	// opened log; repl is that side once started.
 	openReplica func(log Log, inbox *PeerInbox) (Replica, error)
 	repl        *replicated
+	cache       *cacheState // a cache's shard only (cache.go)
 	subs        []subscriber
+	watchers    []CommitWaker // commits.go
 	ring        ring
 	next        uint64       // records appended so far: the next record's offset
 	delivered   uint64       // the offset after the last batch fanned out
@@ -241,6 +338,12 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.handleAddSubscriber(ctx, msg)
 	case *RemoveSubscriber:
 		s.handleRemoveSubscriber(msg)
+	case *ConfirmRead:
+		s.handleConfirmRead(msg, s.replyTo(ctx))
+	case *WatchCommitted:
+		s.handleWatchCommitted(msg)
+	case *UnwatchCommitted:
+		s.handleUnwatchCommitted(msg)
 	case *durableDone:
 		s.handleDurable(msg)
 	case *enforceRetention:
@@ -251,6 +354,22 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.handleReplicaTick()
 	case *peerMessage:
 		s.handlePeerMessage(msg)
+	case *CacheGet:
+		s.handleCacheGet(ctx, msg)
+	case *CacheList:
+		s.handleCacheList(ctx, msg)
+	case *CounterGet:
+		s.handleCounterGet(ctx, msg)
+	case *StateGet:
+		s.handleStateGet(ctx, msg)
+	case *AddWatcher:
+		s.handleAddWatcher(ctx, msg)
+	case *expireDue:
+		s.handleExpireDue()
+	case *CacheFloor:
+		s.handleCacheFloor(ctx)
+	case *cacheCompactionDone:
+		s.handleCacheCompactionDone()
 	case *actor.Stopped:
 		s.handleStopped()
 	default:
@@ -277,12 +396,15 @@ func (s *shard) handleStarted(ctx actor.Context) {
 	s.self = ctx.Self()
 	if s.open == nil {
 		s.startIdleTicker()
+		s.startCacheTicker(ctx.Self())
 		return
 	}
 	if err := s.openLog(ctx.Self()); err != nil {
 		s.logger.Warn().Err(err).Msg("durable log did not open; shard stops")
 		ctx.Stop(ctx.Self())
+		return
 	}
+	s.startCacheTicker(ctx.Self())
 }
 
 // handleRestarting keeps the subscriber set and ring (the producer returns
@@ -302,6 +424,16 @@ func (s *shard) handlePublish(p *Publish) {
 	probe.Mark(probe.ShardReceive)
 	s.used()
 	pe := s.ledger.accept(p)
+	if s.cache != nil || p.Cache != nil {
+		inner, err := s.cachePublish(p)
+		if err != nil {
+			s.ledger.answer(pe, PublishResult{Err: err})
+			return
+		}
+		// The same Done: the inner publish is the one answered, once.
+		pe = s.ledger.accept(inner)
+		p = inner
+	}
 	if s.repl != nil {
 		s.publishReplicated(pe, p)
 		return
@@ -350,7 +482,7 @@ func (s *shard) handleDurable(msg *durableDone) {
 
 // stopIfLogFailed stops the shard once its log takes no more appends
 // (Log.Failed: a write or fsync failed, a full disk most often). Keeping it
-// would fail every publish until a restart (issue 11); stopped, it closes
+// would fail every publish until a restart; stopped, it closes
 // the log (handleStopped), its subscriptions end (their feeders watch it),
 // and the next request makes a new shard that opens the log again, which
 // truncates what the failure left and works once the disk has room.
@@ -378,13 +510,28 @@ func (s *shard) handleAddSubscriber(ctx actor.Context, msg *AddSubscriber) {
 	ctx.Respond(added)
 }
 
+// replyTo is how to answer the message in hand later, from another
+// Receive: a read waits for its confirmation.
+func (s *shard) replyTo(ctx actor.Context) readWaiter {
+	sender := ctx.Sender()
+	return func(res any) {
+		if sender != nil {
+			s.root.Send(sender, res)
+		}
+	}
+}
+
 func (s *shard) handleRemoveSubscriber(msg *RemoveSubscriber) {
 	s.removeSubscriber(msg.ID)
 }
 
-// removeSubscriber forgets subscriber id, if the shard has it.
+// removeSubscriber forgets subscriber (or cache watcher) id, if the
+// shard has it.
 func (s *shard) removeSubscriber(id uint64) {
 	s.used()
+	if s.removeWatcher(id) {
+		return
+	}
 	for i, sub := range s.subs {
 		if sub.id == id {
 			s.subs = slices.Delete(s.subs, i, i+1)

@@ -47,7 +47,10 @@ type ShardRef struct {
 	PID     *actor.PID
 	Mailbox *actors.Mailbox
 	Durable bool
-	Err     error
+	// Replicated: a raft group's replica, whose readers ask it first
+	// (ConfirmRead) for a linearizable read.
+	Replicated bool
+	Err        error
 	// fence is the ownership the shard was made under (nil on a single
 	// broker).
 	fence Fence
@@ -79,6 +82,18 @@ func (r *ShardRef) Log(ctx context.Context) (Log, error) {
 }
 
 // opened records the open's outcome; only the first call counts.
+// WatchCommitted registers w with the shard and returns what unregisters
+// it. Both are control traffic: they never wait behind the publish queue.
+// A shard that stops wakes its watchers a last time (their records come
+// from its successor now); one that stopped before the registration
+// reached it is the same, so w is woken here.
+func (r *ShardRef) WatchCommitted(w CommitWaker, after uint64) (unwatch func()) {
+	if r.Mailbox.TryPost(&WatchCommitted{Waker: w, After: after}, 0) == actors.Closed {
+		w.Wake()
+	}
+	return func() { r.Mailbox.TryPost(&UnwatchCommitted{Waker: w}, 0) }
+}
+
 func (r *ShardRef) opened(log Log, err error) {
 	if r == nil || r.openDone == nil {
 		return
@@ -192,9 +207,12 @@ var errNoReplication = errors.New("the stream is replicated, and this member has
 
 // newShard builds a shard and its ref; a durable one opens its log itself.
 func (s *shardSupervisor) newShard(def Def, n uint32) (*ShardRef, *shard) {
-	ref := &ShardRef{Durable: def.Durable}
+	ref := &ShardRef{Durable: def.Durable, Replicated: def.Durable && def.Replicated()}
 	sh := newShard(def.Scope, n, s.cfg.Shard, s.cfg.Log, s.cfg.OnStats)
 	sh.ref, sh.root, sh.waitDepth = ref, s.cfg.Root, s.cfg.PubQueueDepth
+	if def.Cache != nil {
+		sh.cache = newCacheState(def.Cache, s.cfg.Shard)
+	}
 	if def.Durable {
 		ref.openDone = make(chan struct{})
 		openLog := s.cfg.OpenLog

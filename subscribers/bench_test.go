@@ -19,7 +19,7 @@ import (
 // (encode, coalesce, egress credit), its lane and the connection writer to
 // the subscription's write goroutine, which writes to a stream that
 // discards. An op is one envelope; allocations per op are what these hops
-// cost the collector per published batch (issue #17), the envelope itself
+// cost the collector per published batch, the envelope itself
 // and its encoded frame (2 allocations, the shard's and the encoder's)
 // included.
 //
@@ -58,7 +58,7 @@ func newPathRig(tb testing.TB) *pathRig {
 	tb.Cleanup(system.Shutdown)
 	stop := func(pid *actor.PID) { tb.Cleanup(func() { _ = system.Root.StopFuture(pid).Wait() }) }
 	var writerBox, laneBox *actors.Mailbox
-	writer := system.Root.Spawn(lanes.WriterProps(lanes.WriterConfig{Root: system.Root, OnWritten: func(records int, _ int64) {
+	writer := system.Root.Spawn(lanes.WriterProps(lanes.WriterConfig{Root: system.Root, OnWritten: func(records int, _, _ int64) {
 		r.written.Add(int64(records))
 		select {
 		case r.wrote <- struct{}{}:
@@ -118,7 +118,7 @@ func benchDeliveryPath(b *testing.B, paced bool) {
 
 // TestDeliveryPathAllocatesOnlyTheEnvelope: from the feeder's queue to the
 // write, a delivered batch allocates nothing but the envelope and its
-// encoded frame, which every subscriber shares (issue #17): the Deliver and
+// encoded frame, which every subscriber shares: the Deliver and
 // its frame slice are recycled, the writer's queue and report reused, and
 // the mailboxes' wake-ups allocate nothing. sync.Pool drops items at random
 // under the race detector, so the count is checked without it.

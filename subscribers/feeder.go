@@ -6,6 +6,38 @@
 // of each envelope the shard fans out; it coalesces frames adaptively, takes
 // egress credit from its connection's budget, and hands each batch to its
 // writer lane.
+//
+// A subscription's life, from the feeder's side. It is spawned with its
+// queue held; the shard registers it and names live, the offset of the
+// first batch it will get, so [start, live) is closed. On Start it writes
+// that history itself: the ring's shared frames, or pages read from the log
+// by a goroutine, the next read waiting until the page took its egress
+// credit (a slow client slows the reading). Catching up, a hole in the
+// queue (batches it dropped meanwhile) is read from the log before the
+// batch that revealed it, and when the queue is empty the log's committed
+// end is checked too, at most maxCatchUpPasses times. Live, a gap (a batch
+// its own queue dropped, one lost with a stopped lane, or the shard
+// evicting it under block) ends a durable subscription: it reports
+// lanes.Lagged to the session, which has the writer queue
+// SubscriptionLagged naming the offset to resume from. An in-memory
+// subscription evicted under block ends with an error. Without credit the
+// feeder holds its mailbox (data stops, control flows) until a write
+// returns bytes, so only its own queue fills.
+//
+// A cache watch (Config.Watch) is a subscription too: its history is the
+// shard's snapshot or replayed changes, handed over at Start, and its
+// queue takes one change per envelope. Its versions have gaps by nature,
+// so the feeder checks no order; the shard forgets a watcher whose queue
+// is full and tells it, and the feeder ends the watch lagged, naming the
+// version after the last change it handed to its lane.
+//
+// What a restart keeps: the subscription, the queue and the pending batch,
+// sent at once; a history read in flight is read again; the envelope in
+// hand is lost (on a durable stream a gap, read from the log while catching
+// up, else the subscription ends lagged). A stopped feeder's session ends
+// the subscription. A feeder unwatches its shard when it stops:
+// protoactor keeps a stopped watcher's PID, and through it the whole
+// feeder, in the watched actor's set.
 package subscribers
 
 import (
@@ -58,7 +90,8 @@ type pageRead struct {
 	err  error
 }
 
-// BatchConfig governs coalescing (EventWriterConfig in the spec).
+// BatchConfig governs coalescing: a frame goes when it holds MaxEvents
+// events or MaxBytes bytes, or MaxDelay after its first event.
 type BatchConfig struct {
 	MaxEvents int
 	MaxBytes  int
@@ -83,6 +116,12 @@ type Config struct {
 	// Offsets sends frames with base offsets (a durable stream, and a client
 	// that offered FlagEventBatchOffsets).
 	Offsets bool
+	// Watch makes the subscription a cache watch: its envelopes are
+	// changes of the keys it covers (streams/cachewatch.go), whose
+	// versions have gaps by nature, so none is a lost batch; what ends
+	// it lagged is its shard forgetting it (SubscriberEvicted), and the
+	// version to resume from is the Resume of the last change it sent.
+	Watch bool
 	// Shard is the shard the subscription is registered with: the feeder
 	// watches it and ends the subscription if the shard stops for good.
 	Shard *actor.PID
@@ -141,6 +180,9 @@ type feeder struct {
 	pendingHeld  int64  // subscriber-budget bytes the pending envelopes carry
 	pendingNext  uint64 // offset after the last pending durable record
 	records      int
+	// pendingPublished is the oldest live publish time (unix ns) among the
+	// pending envelopes, for the delivery latency metric; 0 for none.
+	pendingPublished int64
 	// busy is set when the last batch found more envelopes queued behind its
 	// first: under load the next batch waits up to MaxDelay to fill. It
 	// lapses once MaxDelay passed since that batch (flushedAt): an envelope
@@ -161,6 +203,9 @@ type feeder struct {
 	lagged bool
 	// evicted is set when the shard evicted the subscription before Start.
 	evicted bool
+	// sentNext, on a watch, is the version to resume from after what it
+	// sent toward the network.
+	sentNext uint64
 }
 
 // Props returns the props of a feeder. created receives its mailbox (the
@@ -280,6 +325,9 @@ func (f *feeder) handleStart(ctx actor.Context, msg *Start) {
 	if f.phase != waiting {
 		return
 	}
+	if f.cfg.Watch {
+		f.sentNext, f.pendingNext = msg.From, msg.From
+	}
 	if f.evicted {
 		f.phase, f.expect = live, msg.From
 		f.lag(ctx)
@@ -370,7 +418,7 @@ func (f *feeder) handlePageRead(ctx actor.Context, msg *pageRead) {
 // and forgot the subscription. A durable one ends lagged, to resume from
 // the batch it did not get; an in-memory one ends with an error.
 func (f *feeder) handleEvicted(ctx actor.Context, msg *streams.SubscriberEvicted) {
-	if !f.cfg.Durable {
+	if !f.cfg.Durable && !f.cfg.Watch {
 		ctx.Stop(ctx.Self())
 		return
 	}
@@ -390,7 +438,11 @@ func (f *feeder) handleEvicted(ctx actor.Context, msg *streams.SubscriberEvicted
 // hole, after the hole was written).
 func (f *feeder) handleEnvelope(ctx actor.Context, env *streams.Envelope) {
 	probe.Mark(probe.FeederReceive)
-	if !f.cfg.Durable || !env.Durable || f.inOrder(ctx, env) {
+	switch {
+	case f.cfg.Watch && f.lagged:
+		// Ended: what is still queued is dropped, and sent again from
+		// the resume version.
+	case !f.cfg.Durable || !env.Durable || f.inOrder(ctx, env):
 		f.take(env)
 	}
 	if f.phase == catchingUp && f.mailbox.Len() == 0 {
@@ -430,8 +482,16 @@ func (f *feeder) add(env *streams.Envelope) {
 	if f.cfg.Budget != nil {
 		f.pendingHeld += env.MailboxBytes()
 	}
-	if env.Durable {
+	switch {
+	case env.Durable:
 		f.pendingNext = env.Base + uint64(env.Len())
+	case f.cfg.Watch:
+		f.pendingNext = max(f.pendingNext, env.Resume)
+	}
+	// History (the backlog at Start, a replay) is not timed: its wait is
+	// the subscriber's choice of a start, not the broker's latency.
+	if p := env.Published; p != 0 && (f.phase == live || f.phase == catchingUp) && (f.pendingPublished == 0 || p < f.pendingPublished) {
+		f.pendingPublished = p
 	}
 	f.appendFrame(env.Frame(shape), env.Len())
 }
@@ -504,7 +564,11 @@ func (f *feeder) lag(ctx actor.Context) {
 	}
 	f.phase = live
 	f.hold(f.out != nil)
-	ctx.Send(f.cfg.Session, &lanes.Lagged{SubscriptionID: f.cfg.SubscriptionID, ResumeFrom: f.expect})
+	resume := f.expect
+	if f.cfg.Watch {
+		resume = f.sentNext
+	}
+	ctx.Send(f.cfg.Session, &lanes.Lagged{SubscriptionID: f.cfg.SubscriptionID, ResumeFrom: resume})
 }
 
 func (f *feeder) handleFlushDue(msg *flushDue) {
@@ -572,6 +636,7 @@ func (f *feeder) flush() {
 		Held:           f.pendingHeld,
 		Budget:         f.cfg.Budget,
 		Next:           f.pendingNext,
+		Published:      f.pendingPublished,
 	}
 	// A batch that coalesced more than one envelope means they arrive faster
 	// than we drain: wait to fill the next one. A lone one clears the mark.
@@ -579,7 +644,7 @@ func (f *feeder) flush() {
 	if f.busy {
 		f.flushedAt = f.cfg.now() // read only when busy: a lone batch needs no clock
 	}
-	f.pending, f.pendingBytes, f.records, f.pendingHeld = spare, 0, 0, 0
+	f.pending, f.pendingBytes, f.records, f.pendingHeld, f.pendingPublished = spare, 0, 0, 0, 0
 	if !f.egress.TryTake(d.Bytes) {
 		f.out = d
 		f.hold(true)
@@ -589,19 +654,22 @@ func (f *feeder) flush() {
 }
 
 func (f *feeder) toLane(d *lanes.Deliver) {
-	// Under drop_new the lane refuses at once (its drop hook returns the
-	// credit); under block this parks until the lane has room, which is the
-	// documented cost of block: the connection's subscriptions wait together.
-	// A refusal by a full lane is counted and its credit returned by the
-	// lane's drop hook; a stopped lane calls no hook, so return it here.
+	// A lane's policy is always block (a shared hop never drops): this parks
+	// until the lane has room, so the subscriptions sharing a lane wait
+	// together while it is full. A stopped lane refuses the post and calls
+	// no hook, so the credit is returned here.
 	probe.Mark(probe.FeederFlush)
+	// Read before the post: the lane owns d once it has it.
+	next := d.Next
 	if f.cfg.Lane.Mailbox.TryPost(d, -1) == actors.Closed {
 		d.GiveBack()
 		// The lane was stopped for good: this subscription has no path to
 		// the network any more. The feeder stops (ending the subscription
 		// with an error to the client) instead of dropping forever.
 		f.laneGone = true
+		return
 	}
+	f.sentNext = max(f.sentNext, next)
 }
 
 func (f *feeder) armTimer() {

@@ -183,7 +183,7 @@ func TestFeederSingleEventMode(t *testing.T) {
 
 // A busy batch makes the next lone envelope wait to fill a batch, but only
 // while the burst can still be going: once MaxDelay has passed since the
-// busy batch (an idle queue), a lone envelope goes at once (issue #17: the
+// busy batch (an idle queue), a lone envelope goes at once (the
 // coalescing adds no delay when the queue is idle). The feeder's clock is
 // a fake one, and MaxDelay an hour, so only the clock decides.
 func TestFeederIdleQueueAddsNoDelay(t *testing.T) {
