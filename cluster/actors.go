@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"slices"
@@ -10,20 +12,27 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	protocluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/getfelix/felix-go/actors"
 )
 
-// The members' actor systems form one protoactor cluster (its etcd
-// provider, under <prefix>/actors): each member's actors are reachable
-// from the others over protoactor's remote. Felix uses it for what is
-// about actors (every member's supervision tree), never for data: clients
-// reach a shard's owner over felix/1, and placement follows the lease-bound
-// member records, because those leases are what fences an owner.
+// Each member's actor system serves protoactor's remote (gRPC over TCP),
+// so a member can ask another's node actor for its supervision tree:
+// `felix tree --cluster` and the live page. Felix uses it for nothing
+// else, never for data: clients reach a shard's owner over felix/1, and
+// placement follows the lease-bound member records, because those leases
+// are what fences an owner.
+//
+// The remote is a way into every actor of the member, so it runs only
+// over mutual TLS with the cluster's CA (the peer link's certificates,
+// cluster_tls_*), behind a guard that lets through only what a tree
+// request needs (guard.go); without those certificates it does not start
+// at all, and Trees says so for every other member. protoactor's cluster
+// (its etcd provider, gossip and identity actors) is not run: it would
+// add message kinds the guard must let through, for a member list the
+// member records already are.
 
 // nodeActorName is each member's node actor, which answers other members.
 const nodeActorName = "felix-node"
@@ -32,56 +41,67 @@ const nodeActorName = "felix-node"
 // must be protobuf, so it is a plain wrapper.
 const treeRequest = "tree"
 
-// actorMembership is this member's place in protoactor's cluster.
-type actorMembership struct {
-	once sync.Once
+// TLS is a member's certificate and the cluster's CA (cluster_tls_*),
+// which the actor remote presents and verifies peers against.
+type TLS struct {
+	Cert tls.Certificate
+	CAs  *x509.CertPool
+}
+
+// actorRemote is this member's actor remote; addr is "" when it does not
+// run (no System or no TLS, or it failed to listen).
+type actorRemote struct {
 	mu   sync.RWMutex
-	c    *protocluster.Cluster
+	r    *remote.Remote
 	addr string
 }
 
-// join starts the member in protoactor's cluster, once, in the background
-// (StartMember blocks for a second, and panics when etcd fails it).
-func (a *actorMembership) join(n *Node) {
+// start spawns the node actor and starts the remote, before the member
+// first registers, so every member record it writes carries the address.
+// A failure is logged, not returned: the member serves without the
+// remote, as it does without TLS.
+func (a *actorRemote) start(n *Node) {
 	if n.cfg.System == nil {
 		return
 	}
-	a.once.Do(func() {
-		n.done.Add(1)
-		go func() {
-			defer n.done.Done()
-			if err := a.start(n); err != nil {
-				n.log.Error().Err(err).Msg("joining the actor cluster failed; felix tree --cluster will miss this member")
-			}
-		}()
-	})
+	if n.cfg.TLS == nil {
+		n.log.Warn().Msg("no actor remote: cluster_tls_ca, cluster_tls_cert and cluster_tls_key are not set; felix tree --cluster shows only this member's tree")
+		return
+	}
+	r, err := startRemote(n)
+	if err != nil {
+		n.log.Error().Err(err).Msg("starting the actor remote failed; felix tree --cluster will miss this member")
+		return
+	}
+	a.mu.Lock()
+	a.r, a.addr = r, n.cfg.System.Address()
+	a.mu.Unlock()
+	n.log.Info().Str("actor_addr", a.addr).Msg("actor remote listening (mutual TLS)")
 }
 
-func (a *actorMembership) start(n *Node) (err error) {
+// startRemote listens on the host of the member's felix/1 address, port 0
+// (the member record tells others which); protoactor's Start panics when
+// it cannot listen.
+func startRemote(n *Node) (r *remote.Remote, err error) {
 	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("protoactor cluster: %v", r)
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("cluster: actor remote: %v", p)
 		}
 	}()
-	host, _, splitErr := net.SplitHostPort(n.cfg.Addr)
-	if splitErr != nil {
-		return splitErr
-	}
-	provider, err := etcd.NewWithConfig(n.keys.actors(), clientv3.Config{Endpoints: n.cfg.Endpoints, DialTimeout: 2 * time.Second, Logger: nopZap()})
+	host, _, err := net.SplitHostPort(n.cfg.Addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sys := n.cfg.System
 	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(nodeActor(n)), nodeActorName); err != nil {
-		return err
+		return nil, err
 	}
-	c := protocluster.New(sys, protocluster.Configure(n.cfg.Name, provider, disthash.New(), remote.Configure(host, 0)))
-	c.StartMember()
-	a.mu.Lock()
-	a.c, a.addr = c, sys.Address()
-	a.mu.Unlock()
-	n.log.Info().Str("actor_addr", a.addr).Msg("joined the actor cluster")
-	return n.publishActorAddr(a.addr)
+	g := &guard{self: sys.Address, log: n.log}
+	r = remote.NewRemote(sys, remote.Configure(host, 0,
+		remote.WithServerOptions(g.serverOptions(*n.cfg.TLS)...),
+		remote.WithDialOptions(dialOptions(*n.cfg.TLS)...)))
+	r.Start()
+	return r, nil
 }
 
 // nodeActor answers other members' requests for this member's tree.
@@ -99,61 +119,29 @@ func nodeActor(n *Node) actor.ReceiveFunc {
 	}
 }
 
-// publishActorAddr adds the actor address to the member record, so other
-// members can reach this one's node actor.
-func (n *Node) publishActorAddr(addr string) error {
-	n.mu.RLock()
-	rec, ok := n.state.members[n.cfg.NodeID]
-	n.mu.RUnlock()
-	if !ok {
-		return fmt.Errorf("cluster: own member record missing")
-	}
-	rec.ActorAddr = addr
-	ctx, cancel := context.WithTimeout(n.ctx, storeTimeout)
-	defer cancel()
-	_, err := n.etcd.Put(ctx, n.keys.member(n.cfg.NodeID), encode(rec), clientv3.WithLease(clientv3.LeaseID(rec.Lease)))
-	return err
-}
-
-// has reports whether protoactor's member list has the member at addr.
-func (a *actorMembership) has(addr string) bool {
+// address is the remote's address, "" when it does not run.
+func (a *actorRemote) address() string {
 	a.mu.RLock()
-	c := a.c
-	a.mu.RUnlock()
-	if c == nil || addr == "" {
-		return false
-	}
-	for _, m := range c.MemberList.Members().Members() {
-		if m.Address() == addr {
-			return true
-		}
-	}
-	return false
+	defer a.mu.RUnlock()
+	return a.addr
 }
 
-// count is the size of protoactor's member list (0 before it joined).
-func (a *actorMembership) count() int {
-	a.mu.RLock()
-	c := a.c
-	a.mu.RUnlock()
-	if c == nil {
-		return 0
-	}
-	return c.MemberList.Members().Len()
-}
+// has reports whether this member can reach the member whose record
+// says addr over the remote: both run one.
+func (a *actorRemote) has(addr string) bool { return addr != "" && a.address() != "" }
 
-// leave deregisters from protoactor's cluster and stops its remote. The
-// actor system itself is the broker's to shut down.
-func (a *actorMembership) leave() {
+// stop stops the remote's server. The actor system itself is the
+// broker's to shut down.
+func (a *actorRemote) stop() {
 	a.mu.Lock()
-	c := a.c
-	a.c = nil
+	r := a.r
+	a.r, a.addr = nil, ""
 	a.mu.Unlock()
-	if c == nil {
-		return
+	if r != nil {
+		// Not graceful: a graceful stop waits for the other members'
+		// streams into this one, which they keep open.
+		r.Shutdown(false)
 	}
-	_ = c.Config.ClusterProvider.Shutdown(false)
-	c.Remote.Shutdown(false)
 }
 
 // Trees gathers every member's supervision tree: this member's directly,
@@ -164,9 +152,12 @@ func (n *Node) Trees(ctx context.Context) Trees {
 	for _, m := range n.state.members {
 		members = append(members, m)
 	}
-	n.mu.RUnlock()
 	out := Trees{}
-	slices.SortFunc(members, func(a, b memberRecord) int { return strings.Compare(a.NodeID, b.NodeID) })
+	for id, l := range n.state.lost {
+		out.Members = append(out.Members, MemberTree{NodeID: id, Down: true, LastSeen: l.lastSeen,
+			Error: "down: its member record vanished at " + l.lastSeen.Format(time.RFC3339) + " (it stopped, or its lease expired)"})
+	}
+	n.mu.RUnlock()
 	for _, m := range members {
 		t := MemberTree{NodeID: m.NodeID}
 		b, err := n.tree(ctx, m)
@@ -177,6 +168,7 @@ func (n *Node) Trees(ctx context.Context) Trees {
 		}
 		out.Members = append(out.Members, t)
 	}
+	slices.SortFunc(out.Members, func(a, b MemberTree) int { return strings.Compare(a.NodeID, b.NodeID) })
 	return out
 }
 
@@ -187,21 +179,16 @@ func (n *Node) tree(ctx context.Context, m memberRecord) ([]byte, error) {
 		}
 		return n.cfg.Tree()
 	}
-	if m.ActorAddr == "" || n.cfg.System == nil {
-		return nil, fmt.Errorf("member %s has not joined the actor cluster", m.NodeID)
-	}
-	wait := 3 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		wait = max(time.Millisecond, min(wait, time.Until(dl)))
+	switch {
+	case n.actors.address() == "":
+		return nil, fmt.Errorf("this member runs no actor remote (it needs cluster_tls_*), so it cannot ask %s", m.NodeID)
+	case m.ActorAddr == "":
+		return nil, fmt.Errorf("member %s runs no actor remote (it needs cluster_tls_*)", m.NodeID)
 	}
 	pid := actor.NewPID(m.ActorAddr, nodeActorName)
-	res, err := n.cfg.System.Root.RequestFuture(pid, &wrapperspb.StringValue{Value: treeRequest}, wait).Result()
+	b, err := actors.Request[*wrapperspb.BytesValue](ctx, n.cfg.System.Root, pid, &wrapperspb.StringValue{Value: treeRequest}, 3*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("member %s did not answer: %w", m.NodeID, err)
-	}
-	b, ok := res.(*wrapperspb.BytesValue)
-	if !ok {
-		return nil, fmt.Errorf("member %s answered %T", m.NodeID, res)
 	}
 	return b.Value, nil
 }

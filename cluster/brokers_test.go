@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +16,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/cluster"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -39,9 +42,8 @@ func startMember(t *testing.T, etcd, id string) *broker.Broker {
 	cfg.ClusterEtcd = etcd
 	cfg.ClusterNodeID = id
 	cfg.ClusterLeaseTTL = 2 * time.Second
-	// protoactor's cluster has data races of its own (its BlockList and
-	// the etcd provider's shutdown flag) that -race reports; the
-	// multi-process tests run it, in brokers built without -race.
+	// No actor remote: the members share this process's actor kit, and
+	// the multi-process tests (clustertest) run the remote, over TLS.
 	return brokertest.Start(t, cfg, broker.WithoutActorCluster())
 }
 
@@ -143,8 +145,9 @@ func ownerOf(ctx context.Context, t *testing.T, c *client.Client, st client.Stre
 }
 
 // TestMemberStartsWithoutEtcd: a member whose etcd is down starts, serves
-// nothing clustered (shard_unavailable not_ready), and joins once etcd
-// answers.
+// nothing clustered (shard_unavailable not_ready: a stream it has not
+// heard of yet is not "not found", nor read as empty), and joins once
+// etcd answers.
 func TestMemberStartsWithoutEtcd(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,6 +163,12 @@ func TestMemberStartsWithoutEtcd(t *testing.T) {
 	err = c.Publish(ctx, st, []byte("x"), client.PublishOptions{})
 	if !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "not_ready") {
 		t.Fatalf("publish with etcd down = %v, want shard_unavailable not_ready", err)
+	}
+	if _, err := c.StreamInfo(ctx, st); !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "not_ready") {
+		t.Fatalf("stream info with etcd down = %v, want shard_unavailable not_ready", err)
+	}
+	if _, err := c.Read(ctx, st, 0, client.ReadOptions{}); !errors.Is(err, wire.ErrUnavailable) || !strings.Contains(err.Error(), "not_ready") {
+		t.Fatalf("read with etcd down = %v, want shard_unavailable not_ready", err)
 	}
 
 	startEtcdAt(t, addr)
@@ -192,4 +201,61 @@ func startEtcdAt(t *testing.T, addr string) {
 	}
 	t.Cleanup(e.Close)
 	<-e.Server.ReadyNotify()
+}
+
+// TestMemberServesOnceJoined: a member whose etcd is down accepts
+// connections but does not serve: no address file, /ready 503. Once it has
+// joined it writes the file and answers /ready 200, and a stream created
+// the moment the file appears is created (it was refused not_ready when
+// the file came first).
+func TestMemberServesOnceJoined(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdAddr := ln.Addr().String()
+	_ = ln.Close()
+	cfg := brokertest.Config(t)
+	cfg.Auth = "none"
+	cfg.Admin = "127.0.0.1:0"
+	cfg.AddrFile = filepath.Join(t.TempDir(), "addr")
+	cfg.ClusterEtcd = "http://" + etcdAddr
+	cfg.ClusterNodeID = "a"
+	cfg.ClusterLeaseTTL = 2 * time.Second
+	b := brokertest.Start(t, cfg, broker.WithoutActorCluster())
+	ready := func() int {
+		res, err := http.Get("http://" + b.AdminAddr().String() + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	if _, err := os.Stat(cfg.AddrFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("before joining: the address file is there (stat: %v)", err)
+	}
+	if got := ready(); got != http.StatusServiceUnavailable {
+		t.Fatalf("before joining: /ready %d, want 503", got)
+	}
+
+	startEtcdAt(t, etcdAddr)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(cfg.AddrFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no address file 30 s after etcd came up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := dialInsecure(t, b.Addr().String())
+	if _, err := c.CreateStream(ctx, client.Stream{Tenant: "t", Namespace: "ns", Name: "first"}, client.StreamConfig{Shards: 2}); err != nil {
+		t.Fatalf("stream create as the address file appears: %v", err)
+	}
+	if got := ready(); got != http.StatusOK {
+		t.Fatalf("joined: /ready %d, want 200", got)
+	}
 }

@@ -17,8 +17,8 @@ import (
 //     never changed after, like every durable home;
 //   - replicated: its replica set is a copy of the data shard's (the same
 //     members under the same raft ids), written once like any set; the
-//     broker moves the state group's raft leadership to the member leading
-//     the data shard (broker/groupcluster.go).
+//     state shard's leader hands its raft leadership to the member leading
+//     the data shard (member/groupcluster.go).
 // A replica move of the data shard moves the state shard's replica the
 // same way (moveGroupState), so the sets stay alike; the state shard's
 // leader carries its move out as any leader does.

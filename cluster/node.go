@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +25,11 @@ type Config struct {
 	Name, Prefix string
 	// Endpoints are etcd's client URLs.
 	Endpoints []string
+	// EtcdTLS, when set, is the etcd client's TLS (the endpoints are then
+	// https://); EtcdUser and EtcdPassword log it in where etcd has auth
+	// enabled. Every etcd client of the member uses them (etcdclient.go).
+	EtcdTLS                *tls.Config
+	EtcdUser, EtcdPassword string
 	// NodeID is this member's id; Addr its felix/1 address for clients;
 	// Admin its admin endpoint ("" when off).
 	NodeID, Addr, Admin string
@@ -35,14 +42,26 @@ type Config struct {
 	// LeaseTTL is the member's etcd lease TTL, whole seconds.
 	LeaseTTL time.Duration
 	Log      zerolog.Logger
-	// System, when set, joins protoactor's cluster (etcd provider) so the
-	// members' actor systems reach each other: Trees asks every member's
-	// node actor for its supervision tree.
+	// System, when set with TLS, serves protoactor's remote over mutual
+	// TLS, so the members' actor systems reach each other: Trees asks
+	// every member's node actor for its supervision tree.
 	System *actor.ActorSystem
+	// TLS is the member's certificate and the cluster CA; nil runs no
+	// actor remote.
+	TLS *TLS
 	// Tree returns this member's supervision tree (/debug/actors JSON),
 	// answered to other members.
 	Tree func() ([]byte, error)
-	// Hooks, called on the node's own goroutine; they must not block.
+	// RaftLeader, when set, is this member's replica's view of a
+	// replicated shard's raft group: the leader's raft id (0: none known,
+	// or no replica here) and its term. Routing answers from it while the
+	// shard's owner record is missing or older (etcd away, or the record
+	// gone with an expired lease and not claimed again yet). Called under
+	// the node's read lock: it must only read, never block or call back.
+	RaftLeader func(key ShardKey) (leader, term uint64)
+	// Hooks, called on the node's own goroutine and never under the
+	// node's lock (a hook may call the node's readers); they must not
+	// block.
 	Hooks Hooks
 }
 
@@ -60,6 +79,11 @@ type Hooks struct {
 	Owned func(n int)
 	// Moved counts a shard that came to ("in") or left ("out") this member.
 	Moved func(direction string)
+	// Joined: the member joined the cluster (a lease, its member record,
+	// the state loaded): at start, and again after a lost lease. The
+	// broker starts serving then (its address file); the hook may write a
+	// small local file, nothing slower.
+	Joined func()
 	// Replica: this member is in the replica set of a replicated shard and
 	// must run its replica. Called again on every placement round.
 	Replica func(key ShardKey)
@@ -76,6 +100,8 @@ type Node struct {
 	keys keys
 	log  zerolog.Logger
 	etcd *clientv3.Client
+	// login gives etcd's clients EtcdUser's token; nil without a user.
+	login *etcdLogin
 
 	// lease is the member's current lease (0 before join); validUntil is
 	// the monotonic instant (nanoseconds since base) before which etcd
@@ -90,6 +116,10 @@ type Node struct {
 	// wait for a placement.
 	changed chan struct{}
 
+	// claiming holds the replicated shards whose owner record a claim is
+	// writing now (ClaimLeader): ShardKey → struct{}.
+	claiming sync.Map
+
 	ready atomic.Bool
 	// kick asks the loop to place unowned shards soon.
 	kick  chan struct{}
@@ -98,7 +128,7 @@ type Node struct {
 	ctx   context.Context
 	done  sync.WaitGroup
 
-	actors actorMembership
+	actors actorRemote
 }
 
 // New checks cfg and connects nothing yet: Start joins in the background.
@@ -109,30 +139,32 @@ func New(cfg Config) (*Node, error) {
 	if cfg.LeaseTTL < 2*time.Second {
 		return nil, fmt.Errorf("cluster: lease TTL %s is below 2 s", cfg.LeaseTTL)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.Endpoints,
-		DialTimeout: 2 * time.Second,
-		// Without it, a request to an etcd that is down waits for ever.
-		DialKeepAliveTime:    cfg.LeaseTTL / 2,
-		DialKeepAliveTimeout: cfg.LeaseTTL / 2,
-		Logger:               nopZap(),
-	})
+	if err := checkEtcdEndpoints(cfg); err != nil {
+		return nil, err
+	}
+	login := newEtcdLogin(cfg)
+	cli, err := clientv3.New(cfg.etcdClientConfig(login))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: etcd client for %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	if login != nil {
+		login.bind(cli)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		cfg: cfg, keys: keys{prefix: strings.TrimSuffix(cfg.Prefix, "/")}, log: cfg.Log.With().Str("node", cfg.NodeID).Logger(),
-		etcd: cli, base: time.Now(), changed: make(chan struct{}), kick: make(chan struct{}, 1),
+		etcd: cli, login: login, base: time.Now(), changed: make(chan struct{}), kick: make(chan struct{}, 1),
 		fatal: make(chan error, 1), ctx: ctx, stop: cancel, state: newState(),
 	}
 	return n, nil
 }
 
-// Start joins the cluster in the background and returns at once: a broker
-// whose etcd is unreachable starts, says so, and serves nothing clustered
-// until it connects.
+// Start starts the actor remote (when Config has System and TLS), then
+// joins the cluster in the background and returns at once: a broker whose
+// etcd is unreachable starts, says so, and serves nothing clustered until
+// it connects.
 func (n *Node) Start() {
+	n.actors.start(n)
 	n.done.Add(1)
 	go n.run()
 }
@@ -154,7 +186,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.revokeAll(nil)
 	n.stop()
 	n.done.Wait()
-	n.actors.leave()
+	n.actors.stop()
 	if id := n.lease.Load(); id != 0 {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := n.etcd.Revoke(rctx, clientv3.LeaseID(id))
@@ -227,7 +259,9 @@ func (n *Node) join() error {
 	}
 	n.ready.Store(true)
 	n.log.Info().Str("addr", n.cfg.Addr).Int64("lease", int64(grant.ID)).Int("members", n.memberCount()).Msg("joined the cluster")
-	n.actors.join(n)
+	if n.cfg.Hooks.Joined != nil {
+		n.cfg.Hooks.Joined()
+	}
 	return nil
 }
 
@@ -258,7 +292,7 @@ func (n *Node) checkName(ctx context.Context) error {
 // not expired yet: it will, within the TTL).
 func (n *Node) register(ctx context.Context, lease clientv3.LeaseID) error {
 	k := n.keys.member(n.cfg.NodeID)
-	rec := memberRecord{NodeID: n.cfg.NodeID, Addr: n.cfg.Addr, Admin: n.cfg.Admin, PeerAddr: n.cfg.PeerAddr, KafkaAddr: n.cfg.KafkaAddr, Lease: int64(lease), JoinedAt: time.Now().UTC()}
+	rec := memberRecord{NodeID: n.cfg.NodeID, Addr: n.cfg.Addr, Admin: n.cfg.Admin, PeerAddr: n.cfg.PeerAddr, KafkaAddr: n.cfg.KafkaAddr, ActorAddr: n.actors.address(), Lease: int64(lease), JoinedAt: time.Now().UTC()}
 	res, err := n.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, encode(rec), clientv3.WithLease(lease))).
@@ -289,6 +323,21 @@ func (n *Node) PeerAddr(nodeID string) (string, bool) {
 	defer n.mu.RUnlock()
 	m, ok := n.state.members[nodeID]
 	return m.PeerAddr, ok && m.PeerAddr != ""
+}
+
+// PeerMembers lists the live members other than this one that have a
+// peer link, sorted: whom the member's peer link beats to.
+func (n *Node) PeerMembers() []string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]string, 0, len(n.state.members))
+	for id, m := range n.state.members {
+		if id != n.cfg.NodeID && m.PeerAddr != "" {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Etcd is the node's etcd client, for the broker's other cluster-wide

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,15 +88,18 @@ func TestPlacementFencingAndDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	sd := ShardDef{Scope: def.Scope(), Shards: 30}
-	owners, err := nodes[1].Owners(ctx, sd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Owners answers from the member's mirror, which the new definition
+	// reaches through the watch: wait until every shard shows an owner.
+	var owners []wire.ShardOwner
+	eventually(t, "every shard placed", func() bool {
+		var err error
+		if owners, err = nodes[1].Owners(ctx, sd); err != nil {
+			t.Fatal(err)
+		}
+		return !slices.ContainsFunc(owners, func(o wire.ShardOwner) bool { return !o.Available })
+	})
 	perNode := map[string]int{}
 	for _, o := range owners {
-		if !o.Available {
-			t.Fatalf("shard %d not placed: %+v", o.Shard, o)
-		}
 		perNode[o.Owner.NodeID]++
 	}
 	if len(perNode) != 3 {

@@ -159,9 +159,11 @@ func (n *Node) place(a assignment) {
 // record is deleted, so the shard is placed again rather than stuck here.
 func (n *Node) handoff(a assignment) {
 	next := wire.Owner{NodeID: a.target.NodeID, Addr: a.target.Addr}
+	var due dueHooks
 	n.mu.Lock()
-	n.loseLocked(a.key, &next)
+	n.loseLocked(a.key, &next, &due)
 	n.mu.Unlock()
+	due.run()
 	ownerKey := n.keys.owner(a.key)
 	rec := ownerRecord{NodeID: a.target.NodeID, Addr: a.target.Addr, Lease: a.target.Lease}
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
@@ -201,7 +203,7 @@ func (n *Node) Place(key ShardKey, durable bool) (*Ownership, error) {
 	case owned:
 		return nil, notLeader(key, rec.wire())
 	case durable && hasHome && !homeLive:
-		e := unavailable(key, "owner_unavailable", "durable shard %s lives on member %s, which is down; it is back when that member returns (no replication yet)", key, home)
+		e := unavailable(key, "owner_unavailable", "durable shard %s lives on member %s, which is down; it is back when that member returns (the stream has no replicas)", key, home)
 		e.Owner = &wire.Owner{NodeID: home}
 		return nil, e
 	}
@@ -222,7 +224,7 @@ func (n *Node) Owners(ctx context.Context, def ShardDef) ([]wire.ShardOwner, err
 	defer cancel()
 	for {
 		n.mu.RLock()
-		owners, missing := n.state.ownersOf(def)
+		owners, missing := n.state.ownersOf(def, n.cfg.RaftLeader)
 		changed := n.changed
 		n.mu.RUnlock()
 		if missing == 0 {
@@ -276,14 +278,19 @@ type ShardDef struct {
 }
 
 // ownersOf lists def's owners and counts the shards that could be placed
-// but are not yet.
-func (s *state) ownersOf(def ShardDef) ([]wire.ShardOwner, int) {
+// but are not yet. A replicated shard is named by its owner record or, when
+// this member's replica knows a leader of a later term than the record's
+// (or there is no record), by that leader (raftLeader may be nil).
+func (s *state) ownersOf(def ShardDef, raftLeader func(ShardKey) (uint64, uint64)) ([]wire.ShardOwner, int) {
 	owners := make([]wire.ShardOwner, 0, def.Shards)
 	missing := 0
 	for shard := range def.Shards {
 		key := ShardKey{Scope: def.Scope, Shard: shard}
 		so := wire.ShardOwner{Shard: shard}
-		if rec, ok := s.owners[key]; ok {
+		rec, recorded := s.owners[key]
+		if o, ok := s.raftOwner(key, rec, recorded, raftLeader); ok {
+			so.Owner, so.Available = o, true
+		} else if recorded {
 			so.Owner, so.Available = rec.wire(), true
 		} else if home, ok := s.homes[key]; ok && def.Durable {
 			if _, live := s.members[home]; live {
@@ -296,4 +303,25 @@ func (s *state) ownersOf(def ShardDef) ([]wire.ShardOwner, int) {
 		owners = append(owners, so)
 	}
 	return owners, missing
+}
+
+// raftOwner is the leader of replicated shard key as this member's replica
+// sees it, when that is news: the owner record (rec, if recorded) is
+// missing or of an earlier term. The leader must be a live member (its
+// address is its member record's). Generation is the raft term, as in a
+// replica's own not_leader.
+func (s *state) raftOwner(key ShardKey, rec ownerRecord, recorded bool, raftLeader func(ShardKey) (uint64, uint64)) (wire.Owner, bool) {
+	if raftLeader == nil || !s.replicated(key) {
+		return wire.Owner{}, false
+	}
+	lead, term := raftLeader(key)
+	if lead == 0 || recorded && rec.Term >= term {
+		return wire.Owner{}, false
+	}
+	node, ok := s.replicaSets[key].NodeOf(lead)
+	m, live := s.members[node]
+	if !ok || !live {
+		return wire.Owner{}, false
+	}
+	return wire.Owner{NodeID: node, Addr: m.Addr, Generation: term}, true
 }

@@ -22,7 +22,6 @@ import (
 //	homes/<t>/<ns>/<s>/<n>      the member holding a durable shard's data
 //	replicas/<t>/<ns>/<s>/<n>   a replicated shard's ReplicaSet (replicas.go)
 //	producers/<id>              an idempotent producer id's tenant
-//	actors/                     protoactor's etcd provider (the actor system's members)
 //
 // Names are [A-Za-z0-9._-] (wire.ValidateName, validNodeID), so "/" splits
 // keys unambiguously.
@@ -47,8 +46,20 @@ type StreamDef struct {
 	Replicas       int       `json:"replicas,omitempty"`
 	RetentionBytes int64     `json:"retention_bytes,omitempty"`
 	RetentionAgeMS int64     `json:"retention_age_ms,omitempty"`
+	LogAppendTime  bool      `json:"log_append_time,omitempty"`
+	Compression    string    `json:"compression,omitempty"`
 	Implicit       bool      `json:"implicit,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
+	// Cache, when set, makes the stream a cache.
+	Cache *CacheDef `json:"cache,omitempty"`
+}
+
+// CacheDef is a cache's settings in its stream definition.
+type CacheDef struct {
+	TTLMS int64 `json:"ttl_ms,omitempty"`
+	// History: absent in a definition written before it, which opens as
+	// one change per key.
+	History int `json:"history,omitempty"`
 }
 
 // Scope is the definition's stream.
@@ -67,8 +78,8 @@ type memberRecord struct {
 	// KafkaAddr is its Kafka listener's address for clients
 	// (Config.KafkaAddr), when it has one.
 	KafkaAddr string `json:"kafka_addr,omitempty"`
-	// ActorAddr is its actor system's remote address (protoactor), once
-	// it joined the actor cluster.
+	// ActorAddr is its actor system's remote address (protoactor's gRPC,
+	// mutual TLS), when it runs one.
 	ActorAddr string    `json:"actor_addr,omitempty"`
 	Lease     int64     `json:"lease"`
 	JoinedAt  time.Time `json:"joined_at"`
@@ -111,7 +122,6 @@ func (k keys) producers() string        { return k.prefix + "/producers/" }
 func (k keys) producer(id uint64) string {
 	return k.producers() + strconv.FormatUint(id, 10)
 }
-func (k keys) actors() string                   { return k.prefix + "/actors" }
 func (k keys) streamOwners(s wire.Scope) string { return k.owners() + s.String() + "/" }
 func (k keys) streamHomes(s wire.Scope) string  { return k.homes() + s.String() + "/" }
 

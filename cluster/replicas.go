@@ -234,15 +234,35 @@ func (n *Node) PlaceReplica(key ShardKey) error {
 	return unavailable(key, "electing", "replicated shard %s has no leader yet; retry", key)
 }
 
-// ClaimLeader writes this member as the owner of a replicated shard whose
-// raft group elected it in term, on this member's lease, unless a record
-// of a later term is there. It does not block: the write runs in the
-// background, and a lost race only means a stale routing hint until the
-// next leader's claim.
+// ClaimLeader makes this member the owner of record of a replicated shard
+// whose raft group elected it in term, on this member's current lease,
+// unless a record of a later term is there. The leader calls it on
+// becoming leader and again on every status tick: it writes only while
+// the mirror has no such record, which is after an election and after
+// etcd expired the lease the record was on (a member cut off from etcd, or
+// an etcd outage, past the TTL: the member joins again on a new lease, and
+// its records went with the old one). Without the repeat a leader whose
+// record went stayed unnamed for as long as it led. It does not block: the
+// write runs in the background, one at a time per shard, each bounded to
+// 3 s; a lost race only means a stale routing hint until the next claim.
 func (n *Node) ClaimLeader(key ShardKey, term uint64) {
+	if !n.ready.Load() || n.ctx.Err() != nil {
+		return // no lease to write on: claimed once the member joined again
+	}
+	lease := n.lease.Load()
+	n.mu.RLock()
+	rec, ok := n.state.owners[key]
+	n.mu.RUnlock()
+	if ok && (rec.Term > term || rec.Term == term && rec.NodeID == n.cfg.NodeID && rec.Lease == lease) {
+		return
+	}
+	if _, busy := n.claiming.LoadOrStore(key, struct{}{}); busy {
+		return
+	}
 	n.done.Add(1)
 	go func() {
 		defer n.done.Done()
+		defer n.claiming.Delete(key)
 		ctx, cancel := context.WithTimeout(n.ctx, 3*time.Second)
 		defer cancel()
 		for !n.claimOnce(ctx, key, term) {

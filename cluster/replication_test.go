@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/internal/clustercerts"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -112,7 +112,7 @@ func readRange(ctx context.Context, t *testing.T, addr string, st client.Stream,
 	defer func() { _ = c.Close(context.Background()) }()
 	var out []client.Record
 	for from := start(c); ; {
-		page, err := c.Read(ctx, st, from, client.ReadOptions{})
+		page, err := c.Read(ctx, st, from, client.ReadOptions{FollowerMaxLag: time.Minute})
 		if errors.Is(err, wire.ErrNotFound) && from > 0 && ctx.Err() == nil {
 			// Retention removed where the read was (it runs every 200 ms
 			// in the retention tests): read again from what it kept.
@@ -274,6 +274,9 @@ func adminCall(t *testing.T, b *broker.Broker, method, path string, into any) in
 	req, err := http.NewRequest(method, "http://"+b.AdminAddr().String()+path, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json") // the endpoint refuses a change without it
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -571,7 +574,7 @@ func firstOffset(ctx context.Context, t *testing.T, addr string, st client.Strea
 // retention kept.
 func firstOffsetOf(ctx context.Context, c *client.Client, st client.Stream) uint64 {
 	for from := uint64(0); ; from += 32 {
-		page, err := c.Read(ctx, st, from, client.ReadOptions{MaxRecords: 1})
+		page, err := c.Read(ctx, st, from, client.ReadOptions{MaxRecords: 1, FollowerMaxLag: time.Minute})
 		switch {
 		case err == nil && len(page.Records) > 0:
 			return page.Records[0].Offset

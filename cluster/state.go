@@ -31,6 +31,17 @@ type state struct {
 	// lastOwner remembers who owned a shard that has none now, so the
 	// member that takes it can log where it came from.
 	lastOwner map[ShardKey]string
+	// lost are the members this one saw leave or be lost (their record
+	// vanished) that have not joined again, with when it last saw them,
+	// so that Status shows them down rather than not at all. Kept for
+	// this member's life only.
+	lost map[string]lostMember
+}
+
+// lostMember is a member whose record vanished, and when.
+type lostMember struct {
+	rec      memberRecord
+	lastSeen time.Time
 }
 
 func newState() state {
@@ -39,6 +50,7 @@ func newState() state {
 		owners: map[ShardKey]ownerRecord{}, homes: map[ShardKey]string{}, owned: map[ShardKey]*Ownership{},
 		replicaSets: map[ShardKey]ReplicaSet{},
 		lastOwner:   map[ShardKey]string{},
+		lost:        map[string]lostMember{},
 	}
 }
 
@@ -82,7 +94,8 @@ func notLeader(key ShardKey, owner wire.Owner) *wire.Error {
 }
 
 // unavailable refuses a request for a shard nobody can serve now; reason
-// is the reference's shard_unavailable reason.
+// is the shard_unavailable reason (not_ready, owner_unavailable, moving…)
+// that starts the message.
 func unavailable(key ShardKey, reason, format string, args ...any) *wire.Error {
 	return wire.NewError(wire.CodeShardUnavailable, "%s: %s", reason, fmt.Sprintf(format, args...))
 }
@@ -174,12 +187,13 @@ func (n *Node) load(ctx context.Context) (int64, error) {
 	n.mu.Lock()
 	old := n.state
 	n.state = newState()
-	n.state.owned, n.state.lastOwner = old.owned, old.lastOwner
+	n.state.owned, n.state.lastOwner, n.state.lost = old.owned, old.lastOwner, old.lost
 	n.mu.Unlock()
 	n.apply(evs, res.Header.Revision)
 	// What the reload no longer has: definitions deleted and shards lost
 	// while the watch was down.
 	var gone []wire.Scope
+	var due dueHooks
 	n.mu.Lock()
 	for scope := range old.defs {
 		if _, ok := n.state.defs[scope]; !ok {
@@ -188,11 +202,19 @@ func (n *Node) load(ctx context.Context) (int64, error) {
 	}
 	for key, o := range n.state.owned {
 		if rec, ok := n.state.owners[key]; !ok || rec.NodeID != n.cfg.NodeID || rec.Lease != o.lease {
-			n.loseLocked(key, ownerOf(rec, ok))
+			n.loseLocked(key, ownerOf(rec, ok), &due)
+		}
+	}
+	// Members that went while the watch was down were last seen by the
+	// mirror it replaces.
+	for id, rec := range old.members {
+		if _, ok := n.state.members[id]; !ok && id != n.cfg.NodeID {
+			n.state.lost[id] = lostMember{rec: rec, lastSeen: time.Now().UTC()}
 		}
 	}
 	n.notifyLocked()
 	n.mu.Unlock()
+	due.run()
 	if len(gone) > 0 && n.cfg.Hooks.Defs != nil {
 		n.cfg.Hooks.Defs(nil, gone)
 	}
@@ -212,6 +234,7 @@ func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 	var put []StreamDef
 	var deleted []wire.Scope
 	membersChanged, unowned, sets := false, false, false
+	var due dueHooks
 	n.mu.Lock()
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
@@ -237,12 +260,13 @@ func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 			}
 		case "owners":
 			if sk, ok := parseShardKey(rest); ok {
-				n.applyOwner(sk, ev)
+				n.applyOwner(sk, ev, &due)
 				unowned = unowned || ev.Type == mvccpb.DELETE
 			}
 		case "producers":
 			if id, err := strconv.ParseUint(rest, 10, 64); err == nil && ev.Type == mvccpb.PUT && n.cfg.Hooks.Producer != nil {
-				n.cfg.Hooks.Producer(id, string(ev.Kv.Value))
+				tenant := string(ev.Kv.Value)
+				due.add(func() { n.cfg.Hooks.Producer(id, tenant) })
 			}
 		case "replicas":
 			if sk, ok := parseShardKey(rest); ok {
@@ -263,6 +287,7 @@ func (n *Node) apply(evs []*clientv3.Event, rev int64) {
 	members, owned := len(n.state.members), len(n.state.owned)
 	n.notifyLocked()
 	n.mu.Unlock()
+	due.run()
 	if (len(put) > 0 || len(deleted) > 0) && n.cfg.Hooks.Defs != nil {
 		n.cfg.Hooks.Defs(put, deleted)
 	}
@@ -290,8 +315,9 @@ func (n *Node) classify(key string) (rest, kind string) {
 
 func (n *Node) applyMember(id string, ev *clientv3.Event) {
 	if ev.Type == mvccpb.DELETE {
-		if _, was := n.state.members[id]; was && id != n.cfg.NodeID {
+		if rec, was := n.state.members[id]; was && id != n.cfg.NodeID {
 			n.log.Warn().Str("member", id).Msg("member left or was lost (its lease ended); its in-memory shards move to the others")
+			n.state.lost[id] = lostMember{rec: rec, lastSeen: time.Now().UTC()}
 		}
 		delete(n.state.members, id)
 		return
@@ -305,18 +331,19 @@ func (n *Node) applyMember(id string, ev *clientv3.Event) {
 		n.log.Info().Str("member", id).Str("addr", rec.Addr).Msg("member joined")
 	}
 	n.state.members[id] = rec
+	delete(n.state.lost, id)
 }
 
 // applyOwner records a shard's owner and works out what it means here:
 // a shard placed on this member is gained; one that left it is lost.
-func (n *Node) applyOwner(sk ShardKey, ev *clientv3.Event) {
+func (n *Node) applyOwner(sk ShardKey, ev *clientv3.Event, due *dueHooks) {
 	if ev.Type == mvccpb.DELETE {
 		if prev, ok := n.state.owners[sk]; ok {
 			n.state.lastOwner[sk] = prev.NodeID
 		}
 		delete(n.state.owners, sk)
 		if _, mine := n.state.owned[sk]; mine {
-			n.loseLocked(sk, nil)
+			n.loseLocked(sk, nil, due)
 		}
 		return
 	}
@@ -335,35 +362,36 @@ func (n *Node) applyOwner(sk ShardKey, ev *clientv3.Event) {
 	switch {
 	case mine && (!owned || o.epoch != rec.epoch):
 		if owned {
-			n.loseLocked(sk, nil)
+			n.loseLocked(sk, nil, due)
 		}
 		from := n.state.lastOwner[sk]
 		if hadPrev {
 			from = prev.NodeID
 		}
-		n.gainLocked(sk, rec, from)
+		n.gainLocked(sk, rec, from, due)
 	case !mine && owned:
 		w := rec.wire()
-		n.loseLocked(sk, &w)
+		n.loseLocked(sk, &w, due)
 	}
 	delete(n.state.lastOwner, sk)
 }
 
-func (n *Node) gainLocked(sk ShardKey, rec ownerRecord, from string) {
+func (n *Node) gainLocked(sk ShardKey, rec ownerRecord, from string, due *dueHooks) {
 	n.state.owned[sk] = &Ownership{node: n, key: sk, lease: rec.Lease, epoch: rec.epoch}
 	ev := n.log.Info().Str("shard", sk.String()).Int64("epoch", rec.epoch).Str("to", n.cfg.NodeID)
 	if from != "" && from != n.cfg.NodeID {
 		ev.Str("from", from).Msg("shard moved here")
 		if n.cfg.Hooks.Moved != nil {
-			n.cfg.Hooks.Moved("in")
+			due.add(func() { n.cfg.Hooks.Moved("in") })
 		}
 		return
 	}
 	ev.Msg("shard placed here")
 }
 
-// loseLocked fences and forgets an owned shard and tells the broker.
-func (n *Node) loseLocked(sk ShardKey, next *wire.Owner) {
+// loseLocked fences and forgets an owned shard, and queues telling the
+// broker on due: the fence is up before the hook runs.
+func (n *Node) loseLocked(sk ShardKey, next *wire.Owner, due *dueHooks) {
 	o, ok := n.state.owned[sk]
 	if !ok {
 		return
@@ -379,22 +407,38 @@ func (n *Node) loseLocked(sk ShardKey, next *wire.Owner) {
 	}
 	ev.Msg("shard moved away")
 	if n.cfg.Hooks.Moved != nil {
-		n.cfg.Hooks.Moved("out")
+		due.add(func() { n.cfg.Hooks.Moved("out") })
 	}
 	if n.cfg.Hooks.Lost != nil {
-		n.cfg.Hooks.Lost(sk, next)
+		due.add(func() { n.cfg.Hooks.Lost(sk, next) })
+	}
+}
+
+// dueHooks are the hook calls a change made under mu owes: the changer
+// makes them (run) once it released mu, so no hook runs under the node's
+// lock and the lock order gains no edge from what a hook takes.
+type dueHooks []func()
+
+func (d *dueHooks) add(call func()) { *d = append(*d, call) }
+
+// run makes the calls in the order they were owed.
+func (d dueHooks) run() {
+	for _, call := range d {
+		call()
 	}
 }
 
 // revokeAll loses every owned shard (the lease is gone, or the member leaves).
 func (n *Node) revokeAll(next *wire.Owner) {
+	var due dueHooks
 	n.mu.Lock()
 	for sk := range n.state.owned {
-		n.loseLocked(sk, next)
+		n.loseLocked(sk, next, &due)
 	}
 	n.notifyLocked()
 	owned := len(n.state.owned)
 	n.mu.Unlock()
+	due.run()
 	if n.cfg.Hooks.Owned != nil {
 		n.cfg.Hooks.Owned(owned)
 	}

@@ -20,6 +20,24 @@ type Status struct {
 	// granted, member record written); it serves nothing clustered before.
 	Ready   bool           `json:"ready"`
 	Members []MemberStatus `json:"members"`
+	// Shards is every shard of every defined stream, with the member that
+	// owns it (a replicated shard's leader), in stream and shard order.
+	Shards []ShardStatus `json:"shards"`
+}
+
+// ShardStatus is one shard as the answering member mirrors it.
+type ShardStatus struct {
+	Stream string `json:"stream"` // tenant/namespace/stream
+	Shard  uint32 `json:"shard"`
+	// Kind is in-memory, durable or replicated.
+	Kind string `json:"kind"`
+	// Owner is the member serving it (for a replicated shard, the leader
+	// that last claimed it); "" while no member does.
+	Owner string `json:"owner"`
+	// Home is the member holding a durable shard's data; Replicas a
+	// replicated shard's set.
+	Home     string   `json:"home,omitempty"`
+	Replicas []string `json:"replicas,omitempty"`
 }
 
 // MemberStatus is one member.
@@ -38,13 +56,35 @@ type MemberStatus struct {
 	// gets near 0. -1 when etcd did not say.
 	LeaseTTLLeft time.Duration `json:"lease_ttl_left_ms"`
 	// ShardsOwned counts the shards it owns; DurableShardsOwned those of
-	// durable streams, which cannot move off it (no replication yet).
+	// durable streams, which a drain does not move (an unreplicated one
+	// stays on its home; a replicated one's leader hands its leadership
+	// to another replica instead).
 	ShardsOwned        int  `json:"shards_owned"`
 	DurableShardsOwned int  `json:"durable_shards_owned"`
 	Draining           bool `json:"draining"`
-	// ActorMember says protoactor's cluster (the actor system across the
-	// members) lists it too.
+	// ActorMember says the answering member can read this one's tree over
+	// the actor remote: both run one (both have cluster_tls_*).
 	ActorMember bool `json:"actor_member"`
+	// ActorAddr is its actor system's remote address (TCP); "" before it
+	// published one.
+	ActorAddr string `json:"actor_addr,omitempty"`
+	// Down marks a member the answering one saw leave or be lost (its
+	// member record vanished: its lease expired, or it stopped) and that
+	// has not joined again; LastSeen is when its record vanished. The
+	// answering member remembers them for its own life only.
+	Down     bool      `json:"down,omitempty"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
+}
+
+// Live is the members that are up: Members less those marked Down.
+func (st Status) Live() []MemberStatus {
+	live := make([]MemberStatus, 0, len(st.Members))
+	for _, m := range st.Members {
+		if !m.Down {
+			live = append(live, m)
+		}
+	}
+	return live
 }
 
 // MarshalJSON writes LeaseTTLLeft in milliseconds.
@@ -87,8 +127,13 @@ type MemberTree struct {
 	NodeID string `json:"node_id"`
 	// Actors is the member's /debug/actors document, as it sent it.
 	Actors json.RawMessage `json:"actors,omitempty"`
-	// Error says why the member's tree is missing (it did not answer).
+	// Error says why the member's tree is missing (it did not answer, or
+	// it is down).
 	Error string `json:"error,omitempty"`
+	// Down and LastSeen are as in MemberStatus: a member seen leaving or
+	// lost, and when its record vanished.
+	Down     bool      `json:"down,omitempty"`
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // Trees is the answer of GET /debug/cluster/actors.
@@ -112,17 +157,55 @@ func (n *Node) Status(ctx context.Context) Status {
 		st.Members = append(st.Members, MemberStatus{
 			NodeID: id, Addr: m.Addr, Admin: m.Admin, PeerAddr: m.PeerAddr, JoinedAt: m.JoinedAt,
 			ShardsOwned: owned[id], DurableShardsOwned: durable[id], Draining: n.state.draining[id],
-			ActorMember: n.actors.has(m.ActorAddr),
+			ActorMember: n.actors.has(m.ActorAddr), ActorAddr: m.ActorAddr,
 		})
 		leases = append(leases, m.Lease)
 	}
+	live := len(st.Members)
+	for id, l := range n.state.lost {
+		st.Members = append(st.Members, MemberStatus{
+			NodeID: id, Addr: l.rec.Addr, Admin: l.rec.Admin, PeerAddr: l.rec.PeerAddr, JoinedAt: l.rec.JoinedAt,
+			LeaseTTLLeft: -1, Down: true, LastSeen: l.lastSeen, DurableShardsOwned: durable[id], ShardsOwned: owned[id],
+		})
+	}
+	st.Shards = n.shardsLocked()
 	n.mu.RUnlock()
-	// etcd is asked outside the lock, each member's lease once.
-	for i := range st.Members {
+	// etcd is asked outside the lock, each live member's lease once.
+	for i := range st.Members[:live] {
 		st.Members[i].LeaseTTLLeft = n.ttlLeft(ctx, leases[i])
 	}
 	slices.SortFunc(st.Members, func(a, b MemberStatus) int { return strings.Compare(a.NodeID, b.NodeID) })
 	return st
+}
+
+// shardsLocked lists every defined stream's shards with their owners.
+//
+// REQUIRES: n.mu is held (read).
+func (n *Node) shardsLocked() []ShardStatus {
+	out := []ShardStatus{}
+	for scope, def := range n.state.defs {
+		for shard := range def.Shards {
+			key := ShardKey{Scope: scope, Shard: shard}
+			s := ShardStatus{Stream: scope.String(), Shard: shard, Kind: "in-memory", Owner: n.state.owners[key].NodeID}
+			switch {
+			case n.state.replicated(key):
+				s.Kind = "replicated"
+				for _, r := range n.state.replicaSets[key].All() {
+					s.Replicas = append(s.Replicas, r.Node)
+				}
+			case def.Durable:
+				s.Kind, s.Home = "durable", n.state.homes[key]
+			}
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b ShardStatus) int {
+		if c := strings.Compare(a.Stream, b.Stream); c != 0 {
+			return c
+		}
+		return int(a.Shard) - int(b.Shard)
+	})
+	return out
 }
 
 // ttlLeft asks etcd what remains of a lease; -1 when it does not say.

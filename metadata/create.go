@@ -15,9 +15,9 @@ import (
 // a whole bbolt file. bbolt initialises a new file in place, and on a full
 // disk that write fails part way: the file it left (4 or 8 KiB of a 16 KiB
 // header) made every later start fail ("file size too small") or crash
-// with SIGBUS mapping pages past its end, even after space was freed
-// (issue 18). A temporary file left by such a failure, or by a crash, is
-// removed here and again on the next start.
+// with SIGBUS mapping pages past its end, even after space was freed. A
+// temporary file left by such a failure, or by a crash, is removed here and
+// again on the next start.
 func createIfMissing(path string) error {
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return nil // there, or not ours to judge: bolt.Open reports it
@@ -54,7 +54,7 @@ func initStore(path string) error {
 }
 
 func createBuckets(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketStreams, bucketProducers} {
+	for _, name := range [][]byte{bucketStreams, bucketProducers, bucketKafkaUsers, bucketSecrets} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return err
 		}

@@ -1,7 +1,12 @@
-// Package metadata owns the broker's metadata store: stream definitions and
-// idempotent producer ids today, consumer group cursors later. It is an embedded
-// bbolt file in the data directory, written in one transaction per change
-// and fsync'd by bbolt before Put returns.
+// Package metadata owns a single broker's metadata store: explicit stream
+// definitions, idempotent producer ids and Kafka SCRAM users, each with
+// its tenant. It is an
+// embedded bbolt file in the data directory, written in one transaction per
+// change and fsync'd by bbolt before Put returns; its file lock keeps a
+// second broker (or felix log repair) off the directory. Consumer group
+// state is not here: it is records of each durable stream's state stream.
+// A cluster member keeps definitions and producer ids in etcd instead and
+// ignores the ones it finds here (with a warning).
 package metadata
 
 import (
@@ -34,7 +39,19 @@ type StreamDef struct {
 	Routing        string        `json:"routing"`
 	RetentionBytes int64         `json:"retention_bytes,omitempty"`
 	RetentionAge   time.Duration `json:"retention_age,omitempty"`
+	LogAppendTime  bool          `json:"log_append_time,omitempty"`
+	Compression    string        `json:"compression,omitempty"`
 	CreatedAt      time.Time     `json:"created_at"`
+	// Cache, when set, makes the stream a cache.
+	Cache *CacheDef `json:"cache,omitempty"`
+}
+
+// CacheDef is a cache's settings in its stream definition.
+type CacheDef struct {
+	TTL time.Duration `json:"ttl,omitempty"`
+	// History: absent in a definition written before it, which opens as
+	// one change per key.
+	History int `json:"history,omitempty"`
 }
 
 func (d StreamDef) key() []byte { return []byte(d.Tenant + "/" + d.Namespace + "/" + d.Stream) }

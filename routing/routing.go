@@ -11,7 +11,7 @@ import "fmt"
 type Routing uint8
 
 const (
-	// RouteModulo is finalize(fnv1a64(key)) % shards, the reference's default.
+	// RouteModulo is finalize(fnv1a64(key)) % shards, the default.
 	RouteModulo Routing = iota
 	// RouteJump is Lamping and Veach's jump consistent hash of the same key
 	// hash: adding shards moves only 1/n of the keys.

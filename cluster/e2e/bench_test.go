@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/clustertest"
+	"github.com/getfelix/felix-go/clustertest"
 	"github.com/getfelix/felix-go/loadgen"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -229,7 +229,7 @@ func benchFailover(b *testing.B, lease, idle time.Duration) {
 	b.Logf("SIGKILL to first publish on the new owner, %d kills: %v", kills, took)
 }
 
-// Replicated streams (issue #14). One durable stream with one shard, so
+// Replicated streams. One durable stream with one shard, so
 // every record goes through one log (one broker) or one raft group (three
 // replicas); both acknowledge under on_commit: one broker after its fsync,
 // three replicas once a quorum has the batch fsynced.

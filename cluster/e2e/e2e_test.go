@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/clustertest"
+	"github.com/getfelix/felix-go/clustertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
 // The cluster as a user runs it: broker processes on loopback, an etcd
-// (embedded in the test process), and the Go ClusterClient.
+// process, and the Go ClusterClient.
 
 func TestMain(m *testing.M) { clustertest.Main(m) }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/clustertest"
+	"github.com/getfelix/felix-go/clustertest"
 )
 
 // handled is what a group's consumer was handed: each offset in order of

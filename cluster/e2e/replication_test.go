@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/clustertest"
+	"github.com/getfelix/felix-go/clustertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
 // Replicated streams over three broker processes: the faults.
 // Every check compares the replicas' own logs, read from each member
-// directly (a member of a shard's replica set serves reads from what it
-// applied).
+// directly with follower reads (a member of a shard's replica set serves
+// them from what it applied).
 
 // replicatedStream is a durable stream with three replicas and one shard,
 // so every fault lands on one raft group.
@@ -108,7 +108,7 @@ func replicaLog(ctx context.Context, c *clustertest.Cluster, m *clustertest.Memb
 	var out []client.Record
 	err := onMember(ctx, c, m, func(cl *client.Client) error {
 		for from := uint64(0); ; {
-			page, err := cl.Read(ctx, replicatedStream, from, client.ReadOptions{})
+			page, err := cl.Read(ctx, replicatedStream, from, client.ReadOptions{FollowerMaxLag: time.Minute})
 			if err != nil {
 				return err
 			}
