@@ -22,6 +22,12 @@ const (
 	ActionGroupConsume
 	// ActionGroupManage creates, changes and deletes a stream's consumer groups.
 	ActionGroupManage
+	// ActionCacheRead gets keys, lists them and reads counters and state.
+	ActionCacheRead
+	// ActionCacheWrite puts and deletes keys, adds to counters, commits.
+	ActionCacheWrite
+	// ActionCacheManage creates and describes caches.
+	ActionCacheManage
 	// ActionNodeView reads the node's tree, debug routes and tenant-labelled metrics.
 	ActionNodeView
 	// ActionNodeManage changes the node: chaos, drain and the like.
@@ -34,6 +40,9 @@ var actionNames = [...]string{
 	ActionStreamManage:    "stream.manage",
 	ActionGroupConsume:    "group.consume",
 	ActionGroupManage:     "group.manage",
+	ActionCacheRead:       "cache.read",
+	ActionCacheWrite:      "cache.write",
+	ActionCacheManage:     "cache.manage",
 	ActionNodeView:        "node.view",
 	ActionNodeManage:      "node.manage",
 }

@@ -8,7 +8,9 @@
 // validation). The broker calls it in two places, both at the service
 // boundary: Verifier.Verify when a connection authenticates (or
 // re-authenticates), and Principal.Allows / Principal.AllowsNode before each
-// operation. Expiry is the caller's to enforce over time: Verify checks the
+// operation. Node grants are the operator's: they hold for the node as a
+// whole only in a token whose key is not restricted to tenants
+// (Principal.TenantKey, Principal.CheckNodeTenant). Expiry is the caller's to enforce over time: Verify checks the
 // token at the instant it is given, and Principal.Expires says when its
 // rights end.
 //

@@ -48,6 +48,12 @@ var (
 // *wire.Error.
 var ErrNotPermitted = errors.New("auth: not permitted")
 
+// ErrNodeTenantKey is what CheckNode wraps in a forbidden *wire.Error for a
+// node grant in a token whose key is restricted to tenants: node rights
+// hold only from a key that is not (Principal.TenantKey). It wraps
+// ErrNotPermitted.
+var ErrNodeTenantKey = fmt.Errorf("%w: node rights need a signing key not restricted to tenants", ErrNotPermitted)
+
 // refuse builds Verify's error: sentinel, with detail, inside an
 // unauthenticated wire error.
 func refuse(sentinel error, format string, args ...any) error {
@@ -57,3 +63,8 @@ func refuse(sentinel error, format string, args ...any) error {
 	}
 	return wire.WrapError(wire.CodeUnauthenticated, cause, "token refused")
 }
+
+// ErrNodeOtherTenant is what CheckNodeTenant wraps in a forbidden
+// *wire.Error when a principal whose key is restricted to tenants asks
+// about another tenant's stream. It wraps ErrNotPermitted.
+var ErrNodeOtherTenant = fmt.Errorf("%w: another tenant's stream", ErrNotPermitted)

@@ -17,6 +17,8 @@ import (
 //	stream.subscribe:orders/*       every stream in namespace orders
 //	stream.subscribe:orders/eu-*    streams of orders whose names start "eu-"
 //	stream.manage:*/*               every stream of the tenant
+//	cache.read:config/flags         one cache (NAMESPACE/CACHE)
+//	cache.read:config/flags/web.*   its keys starting "web." (cachegrant.go)
 //	node.view:*                     the node
 //
 // Patterns are always inside the token's tenant: a grant can name no other.
@@ -41,9 +43,10 @@ var (
 	ErrGrantTooLong = errors.New("auth: grant too long")
 )
 
-// MaxGrantLen bounds a grant's text: the longest action, ':', and two
-// segments of wire.MaxNameLen joined by '/'.
-const MaxGrantLen = len("stream.subscribe") + 1 + 2*wire.MaxNameLen + 1
+// MaxGrantLen bounds a grant's text: the longest action, ':', two
+// segments of wire.MaxNameLen joined by '/', and a cache grant's '/' and
+// key pattern (cachegrant.go).
+const MaxGrantLen = len("stream.subscribe") + 1 + 2*wire.MaxNameLen + 1 + 1 + MaxGrantKeyLen
 
 // nodeResource is the only resource a node action takes.
 const nodeResource = "*"
@@ -103,7 +106,15 @@ func ParseGrant(s string) (Grant, error) {
 		}
 		return Grant{Action: action, Resource: resource}, nil
 	}
-	ns, stream, ok := strings.Cut(resource, "/")
+	scope := resource
+	if action.isCacheAction() && strings.Count(resource, "/") >= 2 {
+		var keys string
+		scope, keys = splitKeys(resource)
+		if detail, err := checkKeyPattern(keys); err != nil {
+			return fail(err, "%s", detail)
+		}
+	}
+	ns, stream, ok := strings.Cut(scope, "/")
 	if !ok || strings.Contains(stream, "/") {
 		return fail(ErrPatternMalformed, "resource %q must be NAMESPACE/STREAM, one '/'", resource)
 	}
@@ -175,8 +186,14 @@ func (g Grant) validate() error {
 // Allows reports whether g allows action on stream namespace/stream. A node
 // action is never allowed here (see AllowsNode), nor is a name that is
 // empty or holds characters no Felix name may.
+//
+// A cache grant naming keys allows nothing here: only what names the
+// keys it covers (AllowsKeys).
 func (g Grant) Allows(action Action, namespace, stream string) bool {
 	if action != g.Action || action.IsNode() || !action.Valid() {
+		return false
+	}
+	if _, keys := splitKeys(g.Resource); action.isCacheAction() && keys != "" {
 		return false
 	}
 	nsPat, streamPat, ok := strings.Cut(g.Resource, "/")

@@ -15,13 +15,18 @@ func TestParseAction(t *testing.T) {
 			t.Errorf("ParseAction(%q) = %v, %v; want %v", a.String(), got, err, a)
 		}
 	}
-	for _, give := range []string{"", "stream", "stream.*", "Stream.publish", "cache.read", "node.view "} {
+	for _, give := range []string{"", "stream", "stream.*", "Stream.publish", "cache.*", "Cache.read", "node.view "} {
 		if a, err := ParseAction(give); !errors.Is(err, ErrUnknownAction) {
 			t.Errorf("ParseAction(%q) = %v, %v; want ErrUnknownAction", give, a, err)
 		}
 	}
-	if got := len(Actions()); got != 7 {
-		t.Errorf("len(Actions()) = %d, want 7", got)
+	if got := len(Actions()); got != 10 {
+		t.Errorf("len(Actions()) = %d, want 10", got)
+	}
+	for _, a := range []Action{ActionCacheRead, ActionCacheWrite, ActionCacheManage} {
+		if a.IsNode() {
+			t.Errorf("%s is a node action; want one on caches in a namespace", a)
+		}
 	}
 	if Action(0).Valid() || Action(0).IsNode() || Action(99).IsNode() {
 		t.Error("the zero or an undeclared action is valid or a node action")

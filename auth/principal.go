@@ -18,6 +18,13 @@ type Principal struct {
 	Subject string    // the token's "sub"; "" when it had none
 	Grants  []Grant   // what it may do inside Tenant
 	Expires time.Time // the token's "exp"
+	// TenantKey is set when the key that signed the token is restricted
+	// to tenants (a JWKS key's felix_tenants). Such a key speaks for its
+	// tenants, not for the operator: its node grants never hold for the
+	// node as a whole (AllowsNode is false), only node.view on Tenant's
+	// own streams (CheckNodeTenant). Otherwise whoever holds a tenant's
+	// key could stop another tenant's shards or read their streams.
+	TenantKey bool
 }
 
 // Allows reports whether some grant allows action on stream
@@ -36,11 +43,18 @@ func (p *Principal) Allows(action Action, namespace, stream string) bool {
 }
 
 // AllowsNode reports whether some grant allows the node action
-// (ActionNodeView, ActionNodeManage).
+// (ActionNodeView, ActionNodeManage) on the node as a whole: never for a
+// principal whose key is restricted to tenants (TenantKey).
 func (p *Principal) AllowsNode(action Action) bool {
-	if p == nil {
+	if p == nil || p.TenantKey {
 		return false
 	}
+	return p.hasNodeGrant(action)
+}
+
+// hasNodeGrant reports whether some grant names the node action, whoever
+// signed it.
+func (p *Principal) hasNodeGrant(action Action) bool {
 	for _, g := range p.Grants {
 		if g.AllowsNode(action) {
 			return true
@@ -82,10 +96,37 @@ func (p *Principal) Check(action Action, scope wire.Scope) error {
 	return wire.WrapError(wire.CodeForbidden, ErrNotPermitted, "%s on %s", action, scope)
 }
 
-// CheckNode is Check for a node action.
+// CheckNode is Check for a node action on the node as a whole. A
+// principal whose key is restricted to tenants is refused with
+// ErrNodeTenantKey, whatever it was granted.
 func (p *Principal) CheckNode(action Action) error {
 	if p.AllowsNode(action) {
 		return nil
 	}
+	if p != nil && p.TenantKey && p.hasNodeGrant(action) {
+		return wire.WrapError(wire.CodeForbidden, ErrNodeTenantKey, "%s", action)
+	}
 	return wire.WrapError(wire.CodeForbidden, ErrNotPermitted, "%s", action)
+}
+
+// CheckNodeTenant is CheckNode for a node action on one of tenant's
+// streams only (the admin routes that show a stream). A principal whose
+// key is not restricted passes with the node grant for any tenant: the
+// operator's token sees every stream. One whose key is restricted to
+// tenants passes only for node.view on its own tenant: reading its own
+// streams' internals touches no one else, while every change the admin
+// routes make (a kill, a failing disk, a drain, a replica move) lands on
+// a member that serves every tenant.
+func (p *Principal) CheckNodeTenant(action Action, tenant string) error {
+	if p == nil || !p.TenantKey {
+		return p.CheckNode(action)
+	}
+	if action == ActionNodeView && tenant == p.Tenant && p.hasNodeGrant(action) {
+		return nil
+	}
+	if tenant != p.Tenant {
+		// The same answer whether or not the tenant or its stream exists.
+		return wire.WrapError(wire.CodeForbidden, ErrNodeOtherTenant, "%s on tenant %q: the token is for tenant %q", action, tenant, p.Tenant)
+	}
+	return p.CheckNode(action)
 }

@@ -20,7 +20,7 @@ const (
 	DefaultAudience = "felix"
 	// DefaultLeeway is how far exp, nbf and iat may be off the verifier's
 	// clock: enough for hosts kept by NTP, short against a token's life
-	// (the reference's default TTL is 900 s).
+	// (felix token create mints for an hour by default).
 	DefaultLeeway = 30 * time.Second
 	// MaxTokenLen bounds a token; longer ones are refused before parsing.
 	// A token with a few dozen grants and an RS256 signature is under 2 KiB.
@@ -122,7 +122,10 @@ type felixClaims struct {
 }
 
 // Verify checks token at now (zero now means time.Now()) and returns who it
-// speaks for. In order: the size (MaxTokenLen), the form and the algorithm
+// speaks for; Principal.TenantKey says whether its key is restricted to
+// tenants, which confines its node grants (see Principal.CheckNodeTenant).
+// Such a token is not refused for holding node grants: the same token
+// carries the tenant's stream rights, which hold as before. In order: the size (MaxTokenLen), the form and the algorithm
 // (EdDSA, ES256, RS256 only), the signature (keys of the algorithm's type,
 // those whose ID is the token's "kid" first), the claims (tenant, exp,
 // grants), the key's tenant restriction, then the audience and the times,
@@ -166,6 +169,7 @@ func (v *Verifier) Verify(token string, now time.Time) (*Principal, error) {
 	if !key.allowsTenant(p.Tenant) {
 		return nil, refuse(ErrTenantNotAllowed, "key %q signs for tenants %s only, not %q", key.ID, strings.Join(key.Tenants, ", "), p.Tenant)
 	}
+	p.TenantKey = key.Tenants != nil
 	expected := jwt.Expected{AnyAudience: jwt.Audience{v.cfg.Audience}, Time: now}
 	switch err := std.ValidateWithLeeway(expected, v.cfg.Leeway); {
 	case err == nil:
@@ -190,7 +194,9 @@ func (v *Verifier) Verify(token string, now time.Time) (*Principal, error) {
 // Keys whose tenant restriction excludes the token's tenant are passed over
 // for another candidate (the same public key may be listed twice with
 // different tenants); if only such keys verify, the first is returned and
-// Verify refuses the tenant.
+// Verify refuses the tenant. Among the keys that allow the tenant, one that
+// is not restricted wins: whoever holds its private key is trusted with
+// node rights under any listing of it.
 func (v *Verifier) verifySignature(tok *jwt.JSONWebToken, alg jose.SignatureAlgorithm, kid string) (verifyKey, jwt.Claims, felixClaims, error) {
 	var (
 		candidates []verifyKey
@@ -212,6 +218,7 @@ func (v *Verifier) verifySignature(tok *jwt.JSONWebToken, alg jose.SignatureAlgo
 		std     jwt.Claims
 		fc      felixClaims
 		decoded bool
+		allowed *verifyKey
 		refused *verifyKey
 	)
 	for _, k := range candidates {
@@ -225,12 +232,19 @@ func (v *Verifier) verifySignature(tok *jwt.JSONWebToken, alg jose.SignatureAlgo
 			}
 			decoded = true
 		}
-		if k.allowsTenant(fc.Tenant) {
+		switch {
+		case k.allowsTenant(fc.Tenant) && k.Tenants == nil:
 			return k, std, fc, nil
-		}
-		if refused == nil {
+		case k.allowsTenant(fc.Tenant):
+			if allowed == nil {
+				allowed = &k
+			}
+		case refused == nil:
 			refused = &k
 		}
+	}
+	if allowed != nil {
+		return *allowed, std, fc, nil
 	}
 	if refused != nil {
 		return *refused, std, fc, nil

@@ -235,3 +235,59 @@ func TestMintRefuses(t *testing.T) {
 		t.Error("NewSigner took a P-384 key")
 	}
 }
+
+// TestVerifyTenantKeyNodeGrants: node grants in a token whose key is
+// restricted to tenants hold for nothing of the node as a whole, and
+// node.view only on the token's own tenant's streams; the same grants from
+// an unrestricted key hold everywhere, and an unrestricted listing of a
+// key restricted elsewhere wins.
+func TestVerifyTenantKeyNodeGrants(t *testing.T) {
+	ed, ec := testKey("ed"), testKey("ec")
+	v, err := NewVerifier(Config{Trusted: []Key{{Public: ed.Public()}, {Public: ec.Public(), Tenants: []string{"acme"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants := with(func(c map[string]any) { c["grants"] = []string{"node.view:*", "node.manage:*", "stream.publish:*/*"} })
+	tenantTok, err := v.Verify(signRaw(t, ec, jose.ES256, grants, nil), testNow)
+	if err != nil || !tenantTok.TenantKey {
+		t.Fatalf("restricted key's token: %+v, %v; want verified with TenantKey", tenantTok, err)
+	}
+	if err := tenantTok.Check(ActionStreamPublish, wire.Scope{Tenant: "acme", Namespace: "n", Stream: "s"}); err != nil {
+		t.Errorf("restricted key's stream grant: %v, want it to hold", err)
+	}
+	for _, a := range []Action{ActionNodeView, ActionNodeManage} {
+		if err := tenantTok.CheckNode(a); !errors.Is(err, ErrNodeTenantKey) || !errors.Is(err, ErrNotPermitted) {
+			t.Errorf("restricted key: CheckNode(%s) = %v, want ErrNodeTenantKey", a, err)
+		}
+		if err := tenantTok.CheckNodeTenant(a, "globex"); !errors.Is(err, ErrNodeOtherTenant) {
+			t.Errorf("restricted key: CheckNodeTenant(%s, globex) = %v, want ErrNodeOtherTenant", a, err)
+		}
+	}
+	if err := tenantTok.CheckNodeTenant(ActionNodeView, "acme"); err != nil {
+		t.Errorf("restricted key: CheckNodeTenant(node.view, its own tenant) = %v, want nil", err)
+	}
+	if err := tenantTok.CheckNodeTenant(ActionNodeManage, "acme"); !errors.Is(err, ErrNodeTenantKey) {
+		t.Errorf("restricted key: CheckNodeTenant(node.manage, its own tenant) = %v, want ErrNodeTenantKey", err)
+	}
+
+	opTok, err := v.Verify(signRaw(t, ed, jose.EdDSA, grants, nil), testNow)
+	if err != nil || opTok.TenantKey {
+		t.Fatalf("unrestricted key's token: %+v, %v; want verified without TenantKey", opTok, err)
+	}
+	for _, a := range []Action{ActionNodeView, ActionNodeManage} {
+		if err := opTok.CheckNode(a); err != nil {
+			t.Errorf("unrestricted key: CheckNode(%s) = %v", a, err)
+		}
+		if err := opTok.CheckNodeTenant(a, "globex"); err != nil {
+			t.Errorf("unrestricted key: CheckNodeTenant(%s, another tenant) = %v, want nil: its node grants are cluster-wide", a, err)
+		}
+	}
+
+	both, err := NewVerifier(Config{Trusted: []Key{{Public: ec.Public(), Tenants: []string{"acme"}}, {Public: ec.Public()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := both.Verify(signRaw(t, ec, jose.ES256, grants, nil), testNow); err != nil || p.TenantKey {
+		t.Errorf("a key listed restricted and unrestricted: %+v, %v; want the unrestricted listing", p, err)
+	}
+}

@@ -1,18 +1,26 @@
 package broker
 
 import (
+	"slices"
+	"time"
+
 	"github.com/getfelix/felix-go/persistence"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/wire"
 )
 
 // encodeAttrs is a publish's record attributes as the log stores them
-// (persistence.EncodeAttrs), or nil when no record has any, so such a
-// batch is written exactly as before.
-func encodeAttrs(attrs []service.RecordAttrs) [][]byte {
+// (persistence.EncodeRecordAttrs), or nil when no record has any, so such
+// a batch is written exactly as before. Records' own times are kept when
+// keepTimes is set (a stream that is not LogAppendTime).
+func encodeAttrs(attrs []service.RecordAttrs, keepTimes bool) [][]byte {
 	var out [][]byte
 	for i, a := range attrs {
-		if a.Key == nil && len(a.Headers) == 0 {
+		if !keepTimes {
+			a.Time = time.Time{}
+		}
+		codec := codecID(a.Codec)
+		if a.Key == nil && len(a.Headers) == 0 && a.Time.IsZero() && codec == 0 && a.Batch <= 0 {
 			continue
 		}
 		if out == nil {
@@ -22,18 +30,33 @@ func encodeAttrs(attrs []service.RecordAttrs) [][]byte {
 		for j, h := range a.Headers {
 			hs[j] = persistence.Header{Key: h.Key, Value: h.Value}
 		}
-		out[i] = persistence.EncodeAttrs(a.Key, hs)
+		out[i] = persistence.EncodeRecordAttrs(persistence.RecordAttrs{Key: a.Key, Headers: hs, Time: a.Time, Codec: codec, Batch: uint32(max(a.Batch, 0))})
 	}
 	return out
 }
 
-// withAttrs fills r's key and headers from the log's attribute bytes.
+// codecID is how the log keeps a record's codec: its index in
+// service.Codecs plus one, 0 for none or a name it does not know.
+func codecID(name string) uint8 {
+	return uint8(slices.Index(service.Codecs, name) + 1)
+}
+
+// withAttrs fills r's key and headers, and its own time when it has one,
+// from the log's attribute bytes.
 func withAttrs(r *service.Record, attrs []byte) error {
-	key, hs, err := persistence.DecodeAttrs(attrs)
+	a, err := persistence.DecodeRecordAttrs(attrs)
 	if err != nil {
 		return wire.WrapError(wire.CodeStorage, err, "record %d's attributes", r.Offset)
 	}
-	r.Key = key
+	hs := a.Headers
+	r.Key = a.Key
+	if !a.Time.IsZero() {
+		r.Time = a.Time
+	}
+	if a.Codec > 0 && int(a.Codec) <= len(service.Codecs) {
+		r.Codec = service.Codecs[a.Codec-1]
+	}
+	r.Batch = int(a.Batch)
 	if len(hs) > 0 {
 		r.Headers = make([]service.Header, len(hs))
 		for i, h := range hs {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -55,11 +56,43 @@ func (b *Broker) ReloadKeys() error {
 	return nil
 }
 
-// authenticate turns a client's credentials into its principal.
-func (b *Broker) authenticate(tenant, token string, now time.Time) (*auth.Principal, error) {
+// authenticate turns a client's credentials (its tenant, and token for the
+// handshake or a re-authentication) into its principal. An address whose
+// authentications keep failing is refused before its token is checked
+// (quota.AuthFailures): a guesser costs the broker no signature check then.
+func (b *Broker) authenticate(client service.Client, token string, now time.Time) (*auth.Principal, error) {
 	if b.verifier == nil {
-		return &auth.Principal{Tenant: tenant, Grants: auth.AdminGrants(), Expires: noAuthExpiry}, nil
+		return &auth.Principal{Tenant: client.Tenant, Grants: auth.AdminGrants(), Expires: noAuthExpiry}, nil
 	}
+	var p *auth.Principal
+	err := b.checkCredential(client, now, func() (err error) {
+		p, err = b.verify(client.Tenant, token, now)
+		return err
+	})
+	return p, err
+}
+
+// checkCredential runs check, one check of a credential client presented
+// (a token here; any other mechanism a front end carries goes through it
+// the same way), under the failed-authentication limiter, and counts the
+// outcome by client.Frontend: a throttled address is refused before check
+// runs, and a failed check counts against the address.
+func (b *Broker) checkCredential(client service.Client, now time.Time, check func() error) error {
+	ip := remoteIP(client.Remote)
+	if err := b.authFailures.Allow(ip, now); err != nil {
+		b.metrics.AuthThrottled.WithLabelValues(client.Frontend).Inc()
+		return err
+	}
+	err := check()
+	if err != nil {
+		b.authFailures.Failed(ip, now)
+		b.metrics.AuthFailures.WithLabelValues(client.Frontend).Inc()
+	}
+	return err
+}
+
+// verify checks token for tenant.
+func (b *Broker) verify(tenant, token string, now time.Time) (*auth.Principal, error) {
 	if token == "" {
 		b.metrics.AuthRefused.WithLabelValues("no_token").Inc()
 		return nil, wire.NewError(wire.CodeUnauthenticated, "no token: pass one (felix --token, FELIX_TOKEN, client.Options.Token); on the broker's machine `felix token create` mints one, and a client started in the broker's folder uses its felix-data/admin.token")
@@ -77,8 +110,10 @@ func (b *Broker) authenticate(tenant, token string, now time.Time) (*auth.Princi
 }
 
 // AuthorizeNode checks a bearer token for a node action (the admin
-// endpoint's debug and chaos routes). With auth none everything is allowed.
-func (b *Broker) AuthorizeNode(token string, action auth.Action) error {
+// endpoint's debug and chaos routes): on the node as a whole, or with
+// tenant not "" on that tenant's streams only (auth.Principal.CheckNodeTenant).
+// With auth none everything is allowed.
+func (b *Broker) AuthorizeNode(token string, action auth.Action, tenant string) error {
 	if b.verifier == nil {
 		return nil
 	}
@@ -89,11 +124,20 @@ func (b *Broker) AuthorizeNode(token string, action auth.Action) error {
 	if err != nil {
 		return err
 	}
+	if tenant != "" {
+		return p.CheckNodeTenant(action, tenant)
+	}
 	return p.CheckNode(action)
 }
 
 // authorize checks the session's principal for action on scope.
 func (c *conn) authorize(action auth.Action, scope wire.Scope) error {
+	return c.authorizeBy(scope, func(p *auth.Principal) error { return p.Check(action, scope) })
+}
+
+// authorizeBy is authorize with the principal's check given (a cache's
+// checks name keys).
+func (c *conn) authorizeBy(scope wire.Scope, check func(*auth.Principal) error) error {
 	if wire.IsReservedStream(scope.Stream) {
 		// The broker's own streams (a durable stream's groups' state) are
 		// reached only through what they serve.
@@ -104,7 +148,7 @@ func (c *conn) authorize(action auth.Action, scope wire.Scope) error {
 		c.b.metrics.AuthRefused.WithLabelValues("expired").Inc()
 		return wire.NewError(wire.CodeUnauthenticated, "the connection's token expired at %s; re-authenticate with a fresh token", p.Expires.UTC().Format(time.RFC3339))
 	}
-	if err := p.Check(action, scope); err != nil {
+	if err := check(p); err != nil {
 		c.b.metrics.AuthRefused.WithLabelValues("forbidden").Inc()
 		return err
 	}
@@ -133,7 +177,7 @@ func (b *Broker) warnExposed() {
 		b.log.Warn().Str("listen", b.Addr().String()).Msg(msg)
 	}
 	if b.admin != nil && !isLoopback(b.cfg.Admin) {
-		b.log.Warn().Str("admin", b.admin.addr().String()).
+		b.log.Warn().Str("admin", b.admin.Addr().String()).
 			Msg("admin endpoint on a non-loopback address: /metrics, /live and /ready are open to whoever reaches it; /debug needs a token with node.view, chaos node.manage")
 	}
 }

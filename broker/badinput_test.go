@@ -16,9 +16,9 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/transport"
 	"github.com/getfelix/felix-go/wire"
@@ -26,7 +26,7 @@ import (
 
 // Bad input: every case gets a typed error or a closed stream/connection,
 // and a healthy client on other connections keeps publishing and receiving
-// after each one (invariant 6).
+// after each one (ARCHITECTURE.md, invariant 5).
 
 // bystander is a well-behaved publisher and subscriber on connections of
 // their own.
@@ -267,7 +267,7 @@ func TestBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Not decodable as a message: invalid_request, as after the
-		// handshake (issue #11 "Smaller").
+		// handshake.
 		expectRefused(t, ctx, rc, ctrl, wire.CodeInvalidRequest)
 	})
 	run("pre-auth/invalid-tenant", func(t *testing.T, ctx context.Context, rc *brokertest.RawConn) {

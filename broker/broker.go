@@ -1,7 +1,3 @@
-// Package broker assembles a Felix broker: the actor tree (streams,
-// subscribers, lanes and connections supervisors and their children) and the
-// QUIC transport in front of it. It is the embedding API: New, Start, Addr,
-// Stop, optionally inside the host program's own protoactor ActorSystem.
 package broker
 
 import (
@@ -11,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,18 +14,29 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/admin"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/cachefront"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/config"
+	"github.com/getfelix/felix-go/defstore"
+	"github.com/getfelix/felix-go/durable"
+	"github.com/getfelix/felix-go/groups"
 	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/kafka"
 	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/member"
 	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/metrics"
+	"github.com/getfelix/felix-go/persistence"
+	"github.com/getfelix/felix-go/persistence/errorfs"
+	"github.com/getfelix/felix-go/producers"
 	"github.com/getfelix/felix-go/quota"
+	"github.com/getfelix/felix-go/scramlogin"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/subscribers"
 	"github.com/getfelix/felix-go/transport"
+	"github.com/getfelix/felix-go/webfront"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -48,11 +54,11 @@ func WithActorSystem(system *actor.ActorSystem) Option {
 	return func(b *Broker) { b.system = system }
 }
 
-// WithoutActorCluster keeps a cluster member's actor system out of
-// protoactor's cluster (no remote is started on it): for a host program
-// that runs its own protoactor remote or cluster on the system it gives
-// the broker. Placement, routing and fencing do not need it; `felix tree
-// --cluster` then misses this member.
+// WithoutActorCluster starts no actor remote on a cluster member's actor
+// system (the guarded, mutual-TLS one other members read its tree
+// through): for a host program that runs its own protoactor remote or
+// cluster on the system it gives the broker. Placement, routing and
+// fencing do not need it; `felix tree --cluster` then misses this member.
 func WithoutActorCluster() Option {
 	return func(b *Broker) { b.noActorCluster = true }
 }
@@ -74,17 +80,12 @@ type Broker struct {
 	log    zerolog.Logger
 	name   string
 	system *actor.ActorSystem
-	// commits wakes readers waiting for a shard's commits (commitwatch.go).
-	commits commitWatches
-	// replStatus is the latest view of each replica this member runs.
-	replStatus replicaStatuses
-	// replicaViews is each replica's role, for consumer groups
-	// (cluster.ShardKey → *replicaView, groupcluster.go).
-	replicaViews sync.Map
-	// disk is the durable logs' file system under --chaos (chaosdisk.go).
-	disk chaosDisk
-	// uiRates counts fan-out for the streams a stream page watches (uirates.go).
-	uiRates streamRates
+	// disk is the durable logs' file system under --chaos: a chaos request
+	// makes it fail as a failing disk does (FailDisk).
+	disk *errorfs.FS
+	// fanoutRates counts fan-out for the streams a stream page watches
+	// (admin.FanoutRates; counting.go feeds it).
+	fanoutRates admin.FanoutRates
 	// noActorCluster: see WithoutActorCluster.
 	noActorCluster bool
 	ownsSystem     bool
@@ -98,48 +99,76 @@ type Broker struct {
 	shards      *actor.PID // the shard supervisor
 	subscribers *actor.PID
 	sessions    *actor.PID
-	lanesSup    *actor.PID
+	lanesSup    *actor.PID // owns the lane set (lanes.GetLane)
 	connections *actor.PID
-	lanesMu     sync.Mutex // guards lanes and laneGen: a stopped lane is replaced
-	lanes       []lanes.LaneRef
-	laneGen     int
+	// lanes caches each lane as its supervisor last served it, until that
+	// lane stops.
+	lanes []atomic.Pointer[lanes.LaneRef]
 
 	// groups is the consumer groups' supervisor (groups.go).
 	groups       *actor.PID
 	groupMetrics *metrics.GroupMetrics
-	groupRefs    sync.Map // groupKey → *groupEntry
+	// groupFront and cacheFront make each connection's group and cache
+	// calls (groups.go).
+	groupFront *groups.Front
+	cacheFront *cachefront.Front
 
 	metrics *metrics.Metrics
+	latency *metrics.Latency // latency.go
 	dir     *actors.Directory
 	// verifier checks tokens; nil under auth none.
 	verifier *auth.Verifier
-	// conns and tenants hold the connection and tenant limits.
-	conns   *quota.Connections
-	tenants *quota.Tenants
-	store   *metadata.Store
-	defs    []streams.Def // loaded from store at Start
-	// producers is every idempotent producer id given out (producers.go).
-	producers producerRegistry
-	admin     *adminServer
+	// conns, authFailures and tenants hold the connection, failed
+	// authentication and tenant limits.
+	conns        *quota.Connections
+	authFailures *quota.AuthFailures
+	tenants      *quota.Tenants
+	store        *metadata.Store
+	// scram checks Kafka SCRAM logins; nil where no users are kept
+	// (kafkausers.go).
+	scram *scramlogin.Verifier
+	defs  []streams.Def // loaded from store at Start
+	// producers is every idempotent producer id given out.
+	producers producers.Registry
+	admin     *admin.Server
 
-	server       *transport.Server
-	kafka        *kafka.Listener // nil unless kafka_listen (kafka.go)
+	server  *transport.Server
+	kafka   *kafka.Listener  // nil unless kafka_listen (kafka.go)
+	browser *webfront.Server // nil unless browser_listen (browser.go)
+	// browserPort is the browser front end's port for the admin pages
+	// (0: off); set after the admin endpoint serves, so read atomically.
+	browserPort atomic.Int64
+	// browserWT is the browser front end's WebTransport listener for the
+	// admin pages (nil: off); set as browserPort is.
+	browserWT    atomic.Pointer[browserWebTransport]
 	stopWatching func()
 	nextSubID    atomic.Uint64
 	stopped      atomic.Bool
+	// stopping closes when Stop begins, stopDone when it has finished:
+	// a second Stop (the host's, after the broker stopped itself) waits
+	// for the first.
+	stopping, stopDone chan struct{}
+	// fatal carries what Fatal reports (corewatch.go, cluster.go).
+	fatal     chan error
+	coreWatch *actor.PID // watches the core actors (corewatch.go)
+	// joined: a single broker once started, a member once it first joined
+	// the cluster (serving); /ready answers 200 from then until Stop.
+	joined atomic.Bool
 
-	// logFiles bounds the durable logs' open files together (durable.go).
-	logFiles durableFiles
+	// logs opens and removes the durable shard logs.
+	logs *durable.Logs
+
+	// tlsCerts is the listeners' certificate, reloaded on SIGHUP (tlsreload.go).
+	tlsCerts *quicconf.Certificates
 
 	// node is this broker's cluster membership (cluster.go); nil for a
 	// single broker, and until Start made it. The registry reads it from
 	// its own goroutine.
 	node atomic.Pointer[cluster.Node]
-	// peers is the member's peer link (peers.go); nil without one.
-	peers atomic.Pointer[Peers]
-	// snaps serves and copies replicas' segments for snapshots
-	// (snapshots.go), once the peer link started.
-	snaps *snapshots
+	// member is the raft and peer side of a cluster member: the replicas
+	// of replicated shards and the peer link, over what memberHost
+	// (member.go) hands it.
+	member *member.Member
 }
 
 // New checks cfg and builds a broker; Start makes it serve.
@@ -147,12 +176,16 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, log: zerolog.Nop(), name: "felix"}
+	b := &Broker{cfg: cfg, log: zerolog.Nop(), name: "felix", disk: errorfs.Wrap(persistence.OSFS),
+		stopping: make(chan struct{}), stopDone: make(chan struct{}), fatal: make(chan error, 1)}
 	for _, o := range opts {
 		o(b)
 	}
 	var err error
 	if b.policy, err = actors.ParsePolicy(cfg.SubscriberQueuePolicy); err != nil {
+		return nil, err
+	}
+	if b.logs, err = b.newLogs(); err != nil {
 		return nil, err
 	}
 	if b.lanePolicy, err = actors.ParsePolicy(cfg.SubscriberLaneQueuePolicy); err != nil {
@@ -166,21 +199,40 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	b.queueTotal = actors.NewByteBudget(cfg.SubscriberQueueMaxBytesTotal)
 	b.dir = actors.NewDirectory()
 	b.metrics = metrics.New(b.dir, b.queueTotal)
-	b.metrics.Registry.MustRegister(replicationCollector{&b.replStatus})
+	b.member = member.New(memberHost{b})
 	b.groupMetrics = metrics.NewGroupMetrics(b.metrics.Registry)
+	if b.latency, err = newLatency(cfg, b.metrics.Registry); err != nil {
+		return nil, err
+	}
 	limits := quota.Config{
-		MaxConnections: cfg.MaxClientConnections, MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
-		PublishBytesPerSec: cfg.TenantPublishBytesPerSec, PublishMsgsPerSec: cfg.TenantPublishMsgsPerSec,
-		MaxStreams: cfg.TenantMaxStreams, MaxSubscriptions: cfg.TenantMaxSubscriptions,
+		MaxConnections:             cfg.MaxClientConnections,
+		MaxConnectionsPerIP:        cfg.MaxConnectionsPerIP,
+		MaxPreAuthConnections:      cfg.MaxPreAuthConnections,
+		MaxPreAuthConnectionsPerIP: cfg.MaxPreAuthConnectionsPerIP,
+		PublishBytesPerSec:         cfg.TenantPublishBytesPerSec,
+		PublishMsgsPerSec:          cfg.TenantPublishMsgsPerSec,
+		MaxStreams:                 cfg.TenantMaxStreams,
+		MaxSubscriptions:           cfg.TenantMaxSubscriptions,
+		AuthFailureBurst:           cfg.AuthFailureBurst,
+		AuthFailureInterval:        cfg.AuthFailureInterval,
+		AuthFailureMaxAddresses:    cfg.AuthFailureMaxAddresses,
 	}
 	counted := quota.WithOnRefused(func(_, limit string) { b.metrics.QuotaRefused.WithLabelValues(limit).Inc() })
 	b.conns = quota.NewConnections(limits, counted)
 	b.tenants = quota.NewTenants(limits, counted)
+	b.authFailures = quota.NewAuthFailures(limits)
+	b.metrics.WatchAdmission(func() metrics.Admission {
+		pre, _ := b.conns.PreAuth()
+		authenticated, _ := b.conns.Open()
+		return metrics.Admission{PreAuth: pre, Authenticated: authenticated, FailingAddresses: b.authFailures.Addresses()}
+	})
 	return b, nil
 }
 
 // Start spawns the actor tree and binds the QUIC listener. Once it returns,
-// the broker accepts connections at Addr (and has written AddrFile).
+// the broker accepts connections at Addr; a single broker has written
+// AddrFile, a cluster member writes it once it joined the cluster, which
+// it goes on trying in the background.
 func (b *Broker) Start() error {
 	if b.system == nil {
 		b.system = actor.NewActorSystem(actors.LoggerFactory(b.log.With().Str("component", "actors").Logger()))
@@ -192,11 +244,19 @@ func (b *Broker) Start() error {
 	if err := b.loadDefinitions(); err != nil {
 		return err
 	}
+	if err := b.setupSCRAM(); err != nil {
+		b.abortStart()
+		return err
+	}
 	b.stopWatching = actors.WatchRestarts(b.system, b.log, func(ev *actor.SupervisorEvent, kind actors.Kind) {
 		b.metrics.ActorRestarts.WithLabelValues(string(kind), ev.Directive.String()).Inc()
 		b.dir.RecordFailure(ev.Child.Id, ev.Directive, fmt.Sprint(ev.Reason))
 	})
 	if err := b.spawnTree(); err != nil {
+		b.abortStart()
+		return err
+	}
+	if err := b.watchCore(); err != nil {
 		b.abortStart()
 		return err
 	}
@@ -209,25 +269,54 @@ func (b *Broker) Start() error {
 		return err
 	}
 	if b.cfg.Admin != "" {
-		var err error
-		if b.admin, err = startAdmin(b.cfg.Admin, b.metrics.Registry, b.log, b); err != nil {
+		if err := b.startAdmin(); err != nil {
 			_ = b.Stop(context.Background())
 			return err
 		}
+	}
+	if err := b.listenBrowser(); err != nil {
+		_ = b.Stop(context.Background())
+		return err
 	}
 	if err := b.startCluster(); err != nil {
 		_ = b.Stop(context.Background())
 		return err
 	}
 	b.warnExposed()
+	b.log.Info().Str("addr", b.Addr().String()).Str("data_dir", b.cfg.DataDir).Msg("broker accepting connections")
+	if b.clustered() {
+		return nil // serving once the member joined (serving, the Joined hook)
+	}
 	if b.cfg.AddrFile != "" {
 		if err := writeAddrFile(b.cfg.AddrFile, b.Addr().String()); err != nil {
 			_ = b.Stop(context.Background())
 			return err
 		}
 	}
-	b.log.Info().Str("addr", b.Addr().String()).Str("data_dir", b.cfg.DataDir).Msg("broker accepting connections")
+	b.joined.Store(true)
 	return nil
+}
+
+// serving is the cluster node's Joined hook: a member serves (writes its
+// address file, answers /ready, tells a stream it has not heard of from
+// one that is not found) only once it has joined, so a script or
+// orchestrator that waits for either finds stream admin and placement
+// answering, not not_ready. A member whose etcd is down accepts
+// connections meanwhile (and refuses what is clustered) but does not
+// serve. Written at the first join only: a rejoin after a lost lease finds
+// it there.
+func (b *Broker) serving() {
+	// After the join's DefsChanged (the Defs hook ran first, from the same
+	// goroutine): the registry now answers a miss as not_found.
+	b.system.Root.Send(b.registry, &streams.DefsLoaded{})
+	if b.joined.Swap(true) || b.cfg.AddrFile == "" {
+		return
+	}
+	if err := writeAddrFile(b.cfg.AddrFile, b.Addr().String()); err != nil {
+		b.log.Error().Err(err).Str("addr_file", b.cfg.AddrFile).Msg("joined the cluster, but cannot write the address file")
+		return
+	}
+	b.log.Info().Str("addr", b.Addr().String()).Str("addr_file", b.cfg.AddrFile).Msg("member serving")
 }
 
 // loadDefinitions opens the metadata store and reads the stored streams
@@ -244,7 +333,7 @@ func (b *Broker) loadDefinitions() error {
 		return err
 	}
 	for _, m := range metas {
-		d, err := fromMeta(m)
+		d, err := defstore.FromMeta(m)
 		if err != nil {
 			_ = store.Close()
 			return fmt.Errorf("broker: stream %s/%s/%s in %s: %w", m.Tenant, m.Namespace, m.Stream, metadata.FileName, err)
@@ -256,7 +345,7 @@ func (b *Broker) loadDefinitions() error {
 		_ = store.Close()
 		return err
 	}
-	b.producers.load(producers)
+	b.producers.Load(producers)
 	return nil
 }
 
@@ -266,15 +355,18 @@ func (b *Broker) spawnTree() error {
 	var err error
 	// spawn starts a top-level supervisor; props is built by mk with the
 	// callback that captures its mailbox for the directory.
-	spawn := func(name string, labels map[string]string, mk func(created func(*actors.Mailbox)) *actor.Props) *actor.PID {
+	spawnKind := func(name string, kind actors.Kind, labels map[string]string, mk func(created func(*actors.Mailbox)) *actor.Props) *actor.PID {
 		if err != nil {
 			return nil
 		}
 		var mb *actors.Mailbox
 		var pid *actor.PID
 		pid, err = root.SpawnNamed(mk(func(m *actors.Mailbox) { mb = m }), b.name+"/"+name)
-		b.dir.Add(pid, actors.KindSupervisor, mb, labels)
+		b.dir.Add(pid, kind, mb, labels)
 		return pid
+	}
+	spawn := func(name string, labels map[string]string, mk func(created func(*actors.Mailbox)) *actor.Props) *actor.PID {
+		return spawnKind(name, actors.KindSupervisor, labels, mk)
 	}
 	// The shards keep their paths under felix/streams; the definitions'
 	// owner is a sibling, so its restart stops no shard.
@@ -283,31 +375,39 @@ func (b *Broker) spawnTree() error {
 		return streams.ShardSupervisorProps(streamsCfg, created)
 	})
 	b.sessions = spawn("sessions", children(actors.KindSession), b.supervisorProps(actors.KindSession))
-	b.registry = spawn("registry", map[string]string{"owns": "stream_definitions"}, func(created func(*actors.Mailbox)) *actor.Props {
+	b.registry = spawnKind("registry", actors.KindRegistry, map[string]string{"owns": "stream_definitions"}, func(created func(*actors.Mailbox)) *actor.Props {
 		return streams.RegistryProps(streamsCfg, b.shards, created)
 	})
 	b.subscribers = spawn("subscribers", children(actors.KindFeeder), b.supervisorProps(actors.KindFeeder))
-	b.lanesSup = spawn("lanes", children(actors.KindLane), b.supervisorProps(actors.KindLane))
+	b.lanesSup = spawn("lanes", children(actors.KindLane), func(created func(*actors.Mailbox)) *actor.Props {
+		return lanes.LaneSupervisorProps(lanes.LaneSupervisorConfig{
+			Lanes: b.cfg.SubscriberWriterLanes, Lane: b.laneConfig(),
+			OnSpawned: func(ref lanes.LaneRef) {
+				b.dir.Add(ref.PID, actors.KindLane, ref.Mailbox, map[string]string{"lane": fmt.Sprint(ref.Index)})
+			},
+		}, created)
+	})
 	b.connections = spawn("connections", children(actors.KindConnWriter), b.supervisorProps(actors.KindConnWriter))
 	b.groups = spawn("groups", children(actors.KindGroup), b.groupsSupervisorProps)
+	b.groupFront = b.newGroupFront()
+	b.cacheFront = b.newCacheFront()
 	if err != nil {
 		return fmt.Errorf("broker: spawn supervisors: %w", err)
 	}
-	for i := range b.cfg.SubscriberWriterLanes {
-		ref := lanes.LaneRef{Index: i}
-		props := lanes.LaneProps(i, b.laneConfig(), func(m *actors.Mailbox) { ref.Mailbox = m })
-		if ref.PID, err = actors.Spawn(root, b.lanesSup, fmt.Sprintf("lane-%d", i), props, requestTimeout); err != nil {
+	// The supervisor spawns the lanes as it starts; asking for each
+	// returns once they stand, so Start returns with every lane serving.
+	b.lanes = make([]atomic.Pointer[lanes.LaneRef], b.cfg.SubscriberWriterLanes)
+	for i := range b.lanes {
+		if _, err := b.lane(context.Background(), i); err != nil {
 			return fmt.Errorf("broker: spawn lanes: %w", err)
 		}
-		b.dir.Add(ref.PID, actors.KindLane, ref.Mailbox, map[string]string{"lane": fmt.Sprint(i)})
-		b.lanes = append(b.lanes, ref)
 	}
 	return nil
 }
 
 // listen binds the felix/1 front end in front of the service.
 func (b *Broker) listen() error {
-	tlsConf, err := quicconf.ServerTLS(b.cfg.TLSCert, b.cfg.TLSKey, b.cfg.DataDir)
+	tlsConf, err := b.serverTLS()
 	if err != nil {
 		return err
 	}
@@ -347,7 +447,7 @@ func (b *Broker) AdminAddr() net.Addr {
 	if b.admin == nil {
 		return nil
 	}
-	return b.admin.addr()
+	return b.admin.Addr()
 }
 
 // Metrics is the broker's metrics registry (what /metrics serves).
@@ -362,22 +462,28 @@ func (b *Broker) ActorSystem() *actor.ActorSystem { return b.system }
 // Stop closes every connection, then stops the actors: transport first, so
 // nothing new arrives while the tree winds down; connections before lanes
 // before subscribers before streams, so each hop stops after what feeds it.
+// A Stop while another runs (the broker's own, after it lost a core actor)
+// waits for that one, at most until ctx ends.
 func (b *Broker) Stop(ctx context.Context) error {
 	if !b.stopped.CompareAndSwap(false, true) {
-		return nil
+		select {
+		case <-b.stopDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	var err error
-	if b.admin != nil {
-		b.admin.setReady(false)
-	}
-	err = b.closeKafka(ctx)
+	defer close(b.stopDone)
+	close(b.stopping)
+	// From here the admin endpoint's /ready answers 503 (adminMember.Ready).
+	err := errors.Join(b.closeKafka(ctx), b.closeBrowser(ctx))
 	if b.server != nil {
 		err = errors.Join(err, b.server.Close(ctx))
 	}
 	err = errors.Join(err, b.stopCluster(ctx))
 	b.stopActors()
 	// After the shards: they send over the link until they stop.
-	err = errors.Join(err, b.closePeers())
+	err = errors.Join(err, b.member.ClosePeers())
 	if b.stopWatching != nil {
 		b.stopWatching()
 	}
@@ -388,14 +494,14 @@ func (b *Broker) Stop(ctx context.Context) error {
 		b.system.Shutdown()
 	}
 	if b.admin != nil {
-		err = errors.Join(err, b.admin.close(ctx))
+		err = errors.Join(err, b.admin.Close(ctx))
 	}
 	b.log.Info().Msg("broker stopped")
 	return err
 }
 
 func (b *Broker) stopActors() {
-	for _, pid := range []*actor.PID{b.sessions, b.connections, b.lanesSup, b.subscribers, b.groups, b.registry, b.shards} {
+	for _, pid := range []*actor.PID{b.coreWatch, b.sessions, b.connections, b.lanesSup, b.subscribers, b.groups, b.registry, b.shards} {
 		if pid == nil {
 			continue
 		}
@@ -405,26 +511,22 @@ func (b *Broker) stopActors() {
 	}
 }
 
-// lane returns lane i, replacing it first if it was stopped for good.
-func (b *Broker) lane(i int) (lanes.LaneRef, error) {
-	b.lanesMu.Lock()
-	defer b.lanesMu.Unlock()
-	ref := b.lanes[i]
-	if !ref.Mailbox.IsClosed() {
-		return ref, nil
+// lane returns lane i as its supervisor serves it: the cached ref while
+// its lane runs, else the supervisor's, which has replaced a lane that
+// stopped for good.
+func (b *Broker) lane(ctx context.Context, i int) (lanes.LaneRef, error) {
+	if ref := b.lanes[i].Load(); ref != nil && !ref.Mailbox.IsClosed() {
+		return *ref, nil
 	}
-	b.laneGen++
-	ref = lanes.LaneRef{Index: i}
-	props := lanes.LaneProps(i, b.laneConfig(), func(m *actors.Mailbox) { ref.Mailbox = m })
-	pid, err := actors.Spawn(b.system.Root, b.lanesSup, fmt.Sprintf("lane-%d.%d", i, b.laneGen), props, requestTimeout)
+	ref, err := actors.Request[*lanes.LaneRef](actors.Detached(ctx), b.system.Root, b.lanesSup, &lanes.GetLane{Index: i}, requestTimeout)
+	if err == nil {
+		err = ref.Err
+	}
 	if err != nil {
 		return lanes.LaneRef{}, err
 	}
-	ref.PID = pid
-	b.dir.Add(pid, actors.KindLane, ref.Mailbox, map[string]string{"lane": fmt.Sprint(i)})
-	b.lanes[i] = ref
-	b.log.Warn().Int("lane", i).Str("actor", pid.Id).Msg("lane had stopped; replaced it")
-	return ref, nil
+	b.lanes[i].Store(ref)
+	return *ref, nil
 }
 
 func (b *Broker) laneConfig() lanes.LaneConfig {
@@ -452,11 +554,13 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 			RingTotal:         actors.NewByteBudget(b.cfg.ReplayRingMaxBytesTotal),
 			RetentionInterval: b.cfg.DurableRetentionInterval,
 			IdleTimeout:       b.cfg.StreamIdleTimeout,
+			CacheResumeWindow: b.cfg.CacheResumeWindow,
+			OnCacheCompacted:  b.countCacheCompaction,
 			OnIdle: func(scope wire.Scope, shard uint32) {
 				b.system.Root.Send(b.registry, &streams.ShardIdle{Scope: scope, Shard: shard})
 			},
 			BlockMaxWait:    b.cfg.SubscriberBlockMaxWait,
-			RemoveShardData: b.removeShardLog,
+			RemoveShardData: b.member.RemoveShardData,
 			OnBlocked: func(waiting bool) {
 				if waiting {
 					b.metrics.ShardsBlocked.Inc()
@@ -471,13 +575,30 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 		Defs:          b.localDefs(),
 		Place:         b.place,
 		OpenLog:       b.openLog,
-		OpenReplica:   b.openReplica,
-		RemoveLogs:    b.removeLogs,
+		OpenReplica:   b.member.OpenReplica,
+		RemoveLogs:    b.logs.Remove,
 		Root:          b.system.Root,
 		OnStats:       b.countFanout,
 		OnSpawned: func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32) {
 			b.dir.Add(pid, actors.KindShard, mb, map[string]string{"stream": scope.String(), "shard": fmt.Sprint(shard)})
 		},
+		NotLoaded: b.defsNotLoaded(),
+	}
+}
+
+// defsNotLoaded is what a cluster member's registry answers for a stream
+// it has not heard of before it joined; nil on a single broker, whose
+// definitions are loaded at start.
+func (b *Broker) defsNotLoaded() func() error {
+	if !b.clustered() {
+		return nil
+	}
+	return func() error {
+		member := "this member"
+		if n := b.node.Load(); n != nil {
+			member = "member " + n.ID()
+		}
+		return wire.NewError(wire.CodeShardUnavailable, "not_ready: %s has not joined the cluster yet, so it does not know the cluster's streams; try another member", member)
 	}
 }
 
@@ -499,9 +620,9 @@ func (b *Broker) localDefs() []streams.Def {
 // single broker, etcd in a cluster.
 func (b *Broker) defStore() streams.DefStore {
 	if b.clustered() {
-		return clusterDefs{b}
+		return defstore.Cluster{Node: b.node.Load}
 	}
-	return defStore{b.store}
+	return defstore.Local{Store: b.store}
 }
 
 // children labels a supervisor in the directory with its children's kind.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
 // TestChaosDurable kills random feeders, lanes, connection writers and

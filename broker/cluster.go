@@ -7,15 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/cluster"
-	"github.com/getfelix/felix-go/routing"
+	"github.com/getfelix/felix-go/defstore"
+	"github.com/getfelix/felix-go/member"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -48,8 +46,12 @@ func (b *Broker) startCluster() error {
 	if a := b.AdminAddr(); a != nil {
 		admin = a.String()
 	}
+	certs, err := b.clusterTLS()
+	if err != nil {
+		return err
+	}
 	// Before the node joins, so the member record carries the peer address.
-	peerAddr, err := b.startPeers(id)
+	peerAddr, err := b.startPeers(id, certs)
 	if err != nil {
 		return err
 	}
@@ -57,18 +59,35 @@ func (b *Broker) startCluster() error {
 	if b.noActorCluster {
 		system = nil
 	}
+	etcdTLS, err := b.cfg.EtcdTLS()
+	if err != nil {
+		return err
+	}
+	etcdPassword, err := b.cfg.EtcdPassword()
+	if err != nil {
+		return err
+	}
 	node, err := cluster.New(cluster.Config{
 		Name: b.cfg.ClusterName, Prefix: b.cfg.ClusterEtcdPrefix, Endpoints: splitList(b.cfg.ClusterEtcd),
+		EtcdTLS: etcdTLS, EtcdUser: b.cfg.ClusterEtcdUser, EtcdPassword: etcdPassword,
 		NodeID: id, Addr: addr, Admin: admin, PeerAddr: peerAddr, KafkaAddr: b.kafkaAdvertise(), LeaseTTL: b.cfg.ClusterLeaseTTL,
-		Log: b.log.With().Str("component", "cluster").Logger(), System: system,
-		Tree:  func() ([]byte, error) { return json.Marshal(map[string]any{"actors": b.Actors()}) },
-		Hooks: b.clusterHooks(),
+		Log: b.log.With().Str("component", "cluster").Logger(), System: system, TLS: certs,
+		Tree:       func() ([]byte, error) { return json.Marshal(map[string]any{"actors": b.Actors()}) },
+		Hooks:      b.clusterHooks(),
+		RaftLeader: b.member.RaftLeader,
 	})
 	if err != nil {
 		return err
 	}
 	b.node.Store(node)
 	node.Start()
+	go func() {
+		select {
+		case err := <-node.Fatal():
+			b.reportFatal(err)
+		case <-b.stopping:
+		}
+	}()
 	b.log.Info().Str("node", id).Str("advertise", addr).Str("etcd", b.cfg.ClusterEtcd).Msg("joining the cluster")
 	return nil
 }
@@ -79,7 +98,7 @@ func (b *Broker) clusterHooks() cluster.Hooks {
 		Defs: func(put []cluster.StreamDef, deleted []wire.Scope) {
 			msg := &streams.DefsChanged{Deleted: deleted}
 			for _, d := range put {
-				def, err := fromCluster(d)
+				def, err := defstore.FromCluster(d)
 				if err != nil {
 					b.log.Warn().Err(err).Str("stream", d.Scope().String()).Msg("unreadable definition in etcd; ignored")
 					continue
@@ -94,12 +113,46 @@ func (b *Broker) clusterHooks() cluster.Hooks {
 		Members:  func(n int) { b.metrics.NodeCount.Set(float64(n)) },
 		Owned:    func(n int) { b.metrics.ShardsOwned.Set(float64(n)) },
 		Moved:    func(direction string) { b.metrics.ShardMoves.WithLabelValues(direction).Inc() },
-		Producer: b.producers.add,
+		Producer: b.producers.Add,
+		Joined:   b.serving,
 		Replica: func(key cluster.ShardKey) {
 			root.Send(b.registry, &streams.HostReplica{Scope: key.Scope, Shard: key.Shard})
 		},
 	}
 }
+
+// clusterTLS loads the member's certificate and the cluster CA
+// (cluster_tls_*), which the peer link and the actor remote present and
+// verify the other members against; nil when they are not configured.
+func (b *Broker) clusterTLS() (*cluster.TLS, error) {
+	if !b.cfg.PeerTLSSet() {
+		return nil, nil
+	}
+	cert, pool, err := b.cfg.PeerTLS()
+	if err != nil {
+		return nil, err
+	}
+	return &cluster.TLS{Cert: cert, CAs: pool}, nil
+}
+
+// startPeers starts the member's peer link, before its node joins, and
+// returns the address its member record advertises; "" when the
+// certificates are not configured (there is then no link).
+func (b *Broker) startPeers(nodeID string, certs *cluster.TLS) (string, error) {
+	if certs == nil {
+		b.log.Warn().Msg("no peer link: cluster_tls_ca, cluster_tls_cert and cluster_tls_key are not set, so this member cannot hold replicas of replicated streams (felix cluster certs makes the three files)")
+		return "", nil
+	}
+	return b.member.StartPeers(member.PeerConfig{
+		NodeID: nodeID, Cert: certs.Cert, CAs: certs.CAs,
+		Listen: b.cfg.PeerListen(), Advertise: b.cfg.ClusterPeerAdvertise,
+	})
+}
+
+// Peers is the broker's peer link, nil when the broker is not a cluster
+// member or was started without cluster_tls_ca, cluster_tls_cert and
+// cluster_tls_key.
+func (b *Broker) Peers() *member.Peers { return b.member.Peers() }
 
 // place is the registry's Place hook: a single broker owns every shard; a
 // member asks the cluster. It never blocks.
@@ -121,15 +174,11 @@ func (b *Broker) place(def streams.Def, shard uint32) (streams.Fence, error) {
 	return o, nil
 }
 
-// Fatal reports a cluster configuration error found at join (another
-// cluster's name under the etcd prefix): the member never joins, and the
-// process should exit with it. Nil for a single broker.
-func (b *Broker) Fatal() <-chan error {
-	if node := b.node.Load(); node != nil {
-		return node.Fatal()
-	}
-	return nil
-}
+// Fatal reports what ends the broker, once: a cluster configuration error
+// found at join (another cluster's name under the etcd prefix: the member
+// never joins, and the process should stop and exit with it), or
+// ErrCoreActorStopped (the broker has stopped itself; corewatch.go).
+func (b *Broker) Fatal() <-chan error { return b.fatal }
 
 // stopCluster leaves the cluster: the lease is revoked, so the member's
 // shards are placed elsewhere at once.
@@ -173,132 +222,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// clusterDefs keeps a member's stream definitions in etcd (the registry's
-// DefStore): explicit and implicit ones, since every member must agree on
-// a stream a first publish made.
-type clusterDefs struct{ b *Broker }
-
-var _ streams.ImplicitStore = clusterDefs{}
-
-func (s clusterDefs) node() (*cluster.Node, error) {
-	if n := s.b.node.Load(); n != nil {
-		return n, nil
-	}
-	return nil, wire.NewError(wire.CodeShardUnavailable, "not_ready: this member is still starting; try another member")
-}
-
-func (s clusterDefs) PutStream(d streams.Def) error {
-	n, err := s.node()
-	if err != nil {
-		return err
-	}
-	stored, err := n.CreateDef(context.Background(), toCluster(d))
-	if err != nil {
-		return err
-	}
-	if got, err := fromCluster(stored); err == nil && !got.Implicit && !sameSpec(got, d) {
-		return wire.NewError(wire.CodeInvalidRequest, "stream %s exists with other settings (%d shards, %s routing, durable %t); delete it first or create it with the same settings", d.Scope, got.Shards, got.Routing, got.Durable)
-	}
-	return nil
-}
-
-func (s clusterDefs) PutImplicit(d streams.Def) (streams.Def, error) {
-	n, err := s.node()
-	if err != nil {
-		return streams.Def{}, err
-	}
-	stored, err := n.CreateDef(context.Background(), toCluster(d))
-	if err != nil {
-		return streams.Def{}, err
-	}
-	return fromCluster(stored)
-}
-
-func (s clusterDefs) DeleteStream(d streams.Def) error {
-	n, err := s.node()
-	if err != nil {
-		return err
-	}
-	return n.DeleteDef(context.Background(), d.Scope)
-}
-
-func sameSpec(a, b streams.Def) bool {
-	return a.Shards == b.Shards && a.Routing == b.Routing && a.Durable == b.Durable &&
-		a.RetentionBytes == b.RetentionBytes && a.RetentionAge == b.RetentionAge &&
-		max(a.Replicas, 1) == max(b.Replicas, 1)
-}
-
-func toCluster(d streams.Def) cluster.StreamDef {
-	return cluster.StreamDef{
-		Tenant: d.Scope.Tenant, Namespace: d.Scope.Namespace, Stream: d.Scope.Stream,
-		Shards: d.Shards, Routing: d.Routing.String(), Durable: d.Durable,
-		RetentionBytes: d.RetentionBytes, RetentionAgeMS: d.RetentionAge.Milliseconds(),
-		Replicas: d.Replicas, Implicit: d.Implicit, CreatedAt: d.CreatedAt,
-	}
-}
-
-func fromCluster(d cluster.StreamDef) (streams.Def, error) {
-	r, err := routing.Parse(d.Routing)
-	if err != nil {
-		return streams.Def{}, err
-	}
-	return streams.Def{
-		Scope: d.Scope(), Shards: d.Shards, Routing: r, Durable: d.Durable,
-		RetentionBytes: d.RetentionBytes, RetentionAge: time.Duration(d.RetentionAgeMS) * time.Millisecond,
-		Replicas: d.Replicas, Implicit: d.Implicit, CreatedAt: d.CreatedAt,
-	}, nil
-}
-
-// The admin endpoint's cluster routes.
-
-func (b *Broker) handleClusterStatus(w http.ResponseWriter, r *http.Request) {
-	node := b.node.Load()
-	if node == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "this broker is not a cluster member (start it with --cluster-etcd)"})
-		return
-	}
-	writeJSON(w, http.StatusOK, node.Status(r.Context()))
-}
-
-func (b *Broker) handleClusterDrain(w http.ResponseWriter, r *http.Request) {
-	node := b.node.Load()
-	if node == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "this broker is not a cluster member (start it with --cluster-etcd)"})
-		return
-	}
-	id := r.URL.Query().Get("node")
-	if id == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "name the member to drain: ?node=ID (felix cluster ls lists them)"})
-		return
-	}
-	if err := node.Drain(r.Context(), id); err != nil {
-		status := http.StatusServiceUnavailable
-		if errors.Is(err, wire.ErrNotFound) {
-			status = http.StatusNotFound
-		}
-		writeJSON(w, status, map[string]string{"error": err.Error()})
-		return
-	}
-	b.log.Warn().Str("member", id).Msg("drain requested: the member hands its in-memory shards to the others")
-	writeJSON(w, http.StatusAccepted, map[string]string{"node_id": id})
-}
-
-func (b *Broker) handleClusterActors(w http.ResponseWriter, r *http.Request) {
-	node := b.node.Load()
-	if node == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "this broker is not a cluster member (start it with --cluster-etcd)"})
-		return
-	}
-	writeJSON(w, http.StatusOK, node.Trees(r.Context()))
-}
-
-// clusterRoutes registers the cluster routes on the admin endpoint.
-func (b *Broker) clusterRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/cluster", b.requireNode(auth.ActionNodeView, b.handleClusterStatus))
-	mux.HandleFunc("POST /debug/cluster/drain", b.requireNode(auth.ActionNodeManage, b.handleClusterDrain))
-	mux.HandleFunc("GET /debug/cluster/actors", b.requireNode(auth.ActionNodeView, b.handleClusterActors))
-	mux.HandleFunc("GET /debug/cluster/replicas", b.requireNode(auth.ActionNodeView, b.handleReplicaSet))
-	mux.HandleFunc("POST /debug/cluster/move-replica", b.requireNode(auth.ActionNodeManage, b.handleMoveReplica))
 }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/streams"
 )
@@ -16,7 +18,10 @@ func (b *Broker) countFanout(st *streams.FanoutStats) {
 	if st.Evicted > 0 {
 		b.metrics.SubBlockEvicted.Add(float64(st.Evicted))
 	}
-	b.uiRates.count(st)
+	if st.WatchDelivered > 0 {
+		b.metrics.CacheWatchEvents.Add(float64(st.WatchDelivered))
+	}
+	b.fanoutRates.Count(st.Scope, st.Records)
 }
 
 // countSubQueueDrop is every feeder mailbox's drop hook.
@@ -33,9 +38,10 @@ func (b *Broker) countSubQueueDrop(_ any, reason actors.DropReason) {
 	// DropClosed: the subscription ended; what it had queued is not a drop.
 }
 
-func (b *Broker) countWritten(records int, bytes int64) {
+func (b *Broker) countWritten(records int, bytes int64, published int64) {
 	b.metrics.DeliveredMessages.Add(float64(records))
 	b.metrics.DeliveredBytes.Add(float64(bytes))
+	b.latency.ObserveDelivery(published, time.Now())
 }
 
 func (b *Broker) countConnection(event string) {
@@ -46,4 +52,14 @@ func (b *Broker) countConnection(event string) {
 	case "closed":
 		b.metrics.ConnectionsOpen.Dec()
 	}
+}
+
+// countCacheCompaction is every cache shard's compaction hook.
+func (b *Broker) countCacheCompaction(c *streams.CacheCompacted) {
+	b.metrics.CacheCompactions.Inc()
+	b.metrics.CacheCompactionRecordsRemoved.Add(float64(c.RecordsRemoved))
+	// A rewrite that only dropped conditions can grow a segment a little:
+	// the counter counts what went, never less than nothing.
+	b.metrics.CacheCompactionBytesRemoved.Add(float64(max(c.BytesRemoved, 0)))
+	b.metrics.CacheCompactionLastSeconds.Set(c.Took.Seconds())
 }

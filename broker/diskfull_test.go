@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -191,7 +191,7 @@ func checkStillServing(ctx context.Context, t *testing.T, b *broker.Broker, cfg 
 	}
 	hc := &http.Client{Timeout: 5 * time.Second}
 	t.Cleanup(hc.CloseIdleConnections)
-	if code, body, err := httpGet(ctx, hc, "http://"+b.AdminAddr().String()+"/live"); err != nil || code != http.StatusOK {
+	if code, body, err := brokertest.Get(ctx, hc, "http://"+b.AdminAddr().String()+"/live"); err != nil || code != http.StatusOK {
 		t.Fatalf("GET /live on a full disk = %d %q %v, want 200", code, body, err)
 	}
 	// bbolt writes into pages its file already has, so the first few

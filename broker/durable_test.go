@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -418,5 +418,30 @@ func TestRetentionMakesOldOffsetsTooOld(t *testing.T) {
 	page, err := c.Read(ctx, st, cursor.Available, client.ReadOptions{MaxRecords: 1})
 	if err != nil || len(page.Records) != 1 || page.Records[0].Offset != cursor.Available {
 		t.Fatalf("read at the available offset %d: %+v, %v", cursor.Available, page, err)
+	}
+}
+
+// TestFollowerReadOnAnUnreplicatedStream: a follower read of a stream with
+// one copy is a plain read (there is no follower to answer it), and a lag
+// past wire.MaxFollowerLagMS is refused.
+func TestFollowerReadOnAnUnreplicatedStream(t *testing.T) {
+	cfg := brokertest.Config(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := brokertest.Start(t, cfg)
+	c := brokertest.Dial(t, b, cfg)
+	st := client.Stream{Name: "one-copy"}
+	if _, err := c.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(ctx, st, []byte("a"), client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := c.Read(ctx, st, 0, client.ReadOptions{FollowerMaxLag: time.Second})
+	if err != nil || len(page.Records) != 1 || page.Committed != 1 || page.Follower {
+		t.Fatalf("follower read of an unreplicated stream: %+v, %v; want the one record, committed 1, not from a follower", page, err)
+	}
+	if _, err := c.Read(ctx, st, 0, client.ReadOptions{FollowerMaxLag: 2 * time.Minute}); !errors.Is(err, wire.ErrInvalidRequest) {
+		t.Fatalf("follower read with a lag of 2 minutes: %v; want invalid_request", err)
 	}
 }

@@ -15,21 +15,19 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/wire"
 )
 
 // End-to-end tests: real brokers on 127.0.0.1:0, real QUIC, the Go client or
-// the raw wire client from internal/brokertest. Every wait is bounded by a
+// the raw wire client from brokertest. Every wait is bounded by a
 // context; nothing sleeps to synchronise.
 
 func testCtx(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
+	return brokertest.Context(t, d)
 }
 
 // seq is the payload of message i: fixed width, so order is visible in a diff.
@@ -62,17 +60,10 @@ func checkSeq(t *testing.T, who string, got []string, n int) {
 	}
 }
 
-// expectNext fails unless sub's next event is want. Publishing a sentinel
-// after a run and seeing it next proves nothing was duplicated in between.
+// expectNext is brokertest.ExpectNext.
 func expectNext(t *testing.T, ctx context.Context, who string, sub *client.Subscription, want string) {
 	t.Helper()
-	ev, err := sub.Next(ctx)
-	if err != nil {
-		t.Fatalf("%s: waiting for %q: %v", who, want, err)
-	}
-	if string(ev.Payload) != want {
-		t.Fatalf("%s: next event = %q, want %q", who, ev.Payload, want)
-	}
+	brokertest.ExpectNext(t, ctx, who, sub, want)
 }
 
 // TestFanoutExactlyOnceInOrder: every subscriber, on whichever connection,

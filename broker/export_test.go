@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,16 +9,10 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/sessions"
 )
-
-// SetAdminIdleTimeout shortens the admin endpoint's keep-alive idle timeout
-// for brokers started after it; the returned func restores it.
-func SetAdminIdleTimeout(d time.Duration) (restore func()) {
-	old := adminIdleTimeout
-	adminIdleTimeout = d
-	return func() { adminIdleTimeout = old }
-}
 
 // EgressShares sums, over every live connection, how many subscriptions
 // its egress budget is divided among. Each session answers in turn, so
@@ -28,8 +23,7 @@ func (b *Broker) EgressShares() int64 {
 		if e.Kind != actors.KindSession {
 			continue
 		}
-		res, err := b.system.Root.RequestFuture(e.PID, &getWriter{}, time.Second).Result()
-		if w, ok := res.(*lanes.WriterRef); ok && err == nil {
+		if w, err := actors.Request[*lanes.WriterRef](context.Background(), b.system.Root, e.PID, &sessions.GetWriter{}, time.Second); err == nil {
 			n += w.Budget.Subscriptions()
 		}
 	}
@@ -45,3 +39,6 @@ func (b *Broker) AdminToken() string {
 	}
 	return strings.TrimSpace(string(data))
 }
+
+// Config is the configuration b was made with.
+func (b *Broker) Config() config.Config { return b.cfg }

@@ -7,16 +7,15 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
 // BenchmarkFrozenSubscriber measures what one subscriber that stops reading
-// costs a healthy subscriber of the same stream (issue 3; NATS core loses
-// about 89% of the healthy rate in the same experiment, see
-// shared/notes/peers-and-limits.md §2.4). In one run it measures the healthy
+// costs a healthy subscriber of the same stream (NATS core loses
+// about 89% of the healthy rate in the same experiment). In one run it measures the healthy
 // subscriber's delivered rate alone, then with a frozen subscriber beside
 // it, and reports both and their ratio. b.N is the number of messages per
 // phase: 128-byte payloads, acked batches of 64 from one publishing

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -176,7 +176,7 @@ func TestDeleteDurableStreamUnderPublishes(t *testing.T) {
 	}
 }
 
-// TestDurableOpenFilesBounded: issue 11. Every open durable shard kept 4
+// TestDurableOpenFilesBounded: every open durable shard kept 4
 // descriptors (segment, two indexes, mark) for ever; one client reached
 // 20000/20000 in 11 s, and new shards then failed with "too many open
 // files". Now the logs share durable_max_open_files: with more durable

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"runtime"
 	"sync"
 	"testing"
@@ -11,13 +12,13 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
-// Hostile clients (issue #11, "Memory an unauthenticated or hostile client
-// can pin"): each test plays one probe against an in-process broker and
+// Hostile clients (what an unauthenticated or hostile client
+// can pin): each test plays one probe against an in-process broker and
 // checks what it can pin (the broker's heap, measured in this process, so
 // the bounds are generous) and that the connection, or the broker, still
 // serves afterwards. Every wait is bounded.
@@ -56,7 +57,7 @@ func expectSubscribed(t *testing.T, ctx context.Context, ctrl *brokertest.RawStr
 	}
 }
 
-// TestHostileFrameHeaders (#11 item 5): headers announcing max_frame_bytes
+// TestHostileFrameHeaders: headers announcing max_frame_bytes
 // on many streams, with no body, must not make the broker allocate the
 // announced bytes. Before the fix each header cost 16 MiB at once.
 func TestHostileFrameHeaders(t *testing.T) {
@@ -88,7 +89,7 @@ func TestHostileFrameHeaders(t *testing.T) {
 	expectSubscribed(t, ctx, ctrl, 1, "after the headers")
 }
 
-// TestHostilePreAuth (#11 item 6): before its handshake a client may not
+// TestHostilePreAuth: before its handshake a client may not
 // open unidirectional streams at all, and data it sends on bidirectional
 // streams other than the control stream is not kept.
 func TestHostilePreAuth(t *testing.T) {
@@ -112,7 +113,7 @@ func TestHostilePreAuth(t *testing.T) {
 	if err := ctrl.Write(authFrame[:5]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the broker takes it as its control stream
+	awaitPreAuthReset(t, ctx, rc)
 
 	if us, err := rc.Conn.OpenUniStream(); err == nil {
 		us.CancelWrite(0)
@@ -161,7 +162,32 @@ func TestHostilePreAuth(t *testing.T) {
 	expectSubscribed(t, ctx, ctrl, 1, "after the handshake")
 }
 
-// TestHostileUnreadAnswers (#11 item 7): stream_read requests whose answers
+// awaitPreAuthReset waits until the broker took the connection's first
+// stream as its control stream and refuses every other: it opens a probe
+// stream and waits for the broker's pre-auth reset of it, so the streams
+// a test opens next meet the refusal it measures whatever the machine's
+// timing.
+func awaitPreAuthReset(t *testing.T, ctx context.Context, rc *brokertest.RawConn) {
+	t.Helper()
+	probe, err := rc.Conn.OpenStream()
+	if err != nil {
+		t.Fatalf("open the probe stream: %v", err)
+	}
+	if _, err := probe.Write([]byte{0}); err != nil {
+		t.Fatalf("write the probe stream: %v", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	stop := context.AfterFunc(rctx, func() { _ = probe.SetReadDeadline(time.Now()) })
+	defer stop()
+	_, err = io.ReadAll(probe)
+	var se *quic.StreamError
+	if !errors.As(err, &se) || se.ErrorCode != quic.StreamErrorCode(wire.StreamCodePreAuth) {
+		t.Fatalf("a stream opened before the handshake: read ended with %v within 5 s, want the broker's pre-auth reset (code %d)", err, wire.StreamCodePreAuth)
+	}
+}
+
+// TestHostileUnreadAnswers: stream_read requests whose answers
 // the client never reads must not make the broker hold every answer.
 // Before the fix 300 requests on one stream held up to 256 pages (and a
 // concatenated copy of them).
@@ -211,7 +237,7 @@ func TestHostileUnreadAnswers(t *testing.T) {
 	rs.St.CancelWrite(quic.StreamErrorCode(7))
 }
 
-// TestHostileStalledFrame (#11 item 10): a frame that starts and does not
+// TestHostileStalledFrame: a frame that starts and does not
 // finish within frame_read_timeout_ms gets its stream reset, whether it
 // stalls or trickles, and the connection keeps serving.
 func TestHostileStalledFrame(t *testing.T) {
@@ -286,7 +312,7 @@ func TestHostileStalledFrame(t *testing.T) {
 	}
 }
 
-// TestHostilePreAuthMalformed (#11 "Smaller"): before the handshake, input
+// TestHostilePreAuthMalformed: before the handshake, input
 // the broker cannot decode is invalid_request, like a bad magic; a
 // well-formed frame that is not an Auth is unauthenticated.
 func TestHostilePreAuthMalformed(t *testing.T) {

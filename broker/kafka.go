@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/auth"
-	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/kafka"
 )
 
@@ -26,10 +25,21 @@ func (b *Broker) listenKafka() error {
 		Advertise:        b.cfg.KafkaAdvertise,
 		AutoCreate:       b.cfg.KafkaAutoCreateTopics == "create",
 		AutoCreateShards: uint32(b.cfg.KafkaAutoCreateShards),
+		DefaultNamespace: b.cfg.KafkaDefaultNamespace,
 		AnonymousTenant:  b.cfg.KafkaAnonymousTenant,
+		SCRAMMechanisms:  b.kafkaSCRAMMechanisms(),
 		MaxRequestBytes:  int(b.cfg.KafkaMaxRequestBytes),
 		MaxBatchBytes:    int(b.cfg.KafkaMaxBatchBytes),
 		MaxInflight:      b.cfg.KafkaMaxInflight,
+
+		MaxRequestDecompressedBytes: int(b.cfg.KafkaMaxRequestDecompressedBytes),
+		MaxInflightRequestBytes:     int(b.cfg.KafkaMaxInflightRequestBytes),
+		FetchMaxBytes:               int(b.cfg.KafkaFetchMaxBytes),
+		MaxInflightFetchBytes:       int(b.cfg.KafkaMaxInflightFetchBytes),
+		RequestReadTimeout:          b.cfg.KafkaRequestReadTimeout,
+		IdleTimeout:                 b.cfg.KafkaIdleTimeout,
+		DefaultRetentionBytes:       b.cfg.DurableRetentionBytes,
+		DefaultRetentionAge:         b.cfg.DurableRetentionAge,
 		// The felix/1 limits hold for Kafka clients too: one connection
 		// count, one per-IP count, one handshake deadline and frame cap.
 		AuthTimeout:            b.cfg.AuthTimeout,
@@ -39,7 +49,7 @@ func (b *Broker) listenKafka() error {
 		Log:                    b.log,
 	}
 	if b.cfg.KafkaTLS {
-		tlsConf, err := quicconf.ServerTLS(b.cfg.TLSCert, b.cfg.TLSKey, b.cfg.DataDir)
+		tlsConf, err := b.serverTLS()
 		if err != nil {
 			return err
 		}

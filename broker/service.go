@@ -15,13 +15,16 @@ import (
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/cluster"
+	"github.com/getfelix/felix-go/lanes"
 	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/sessions"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
 
 // The broker implements service.Service: every front end (felix/1 over QUIC
-// today) reaches the actors through these methods, on its own goroutines.
+// and the Kafka listener) reaches the actors through these methods, on its
+// own goroutines.
 // conn is one client's service.Session: it resolves streams and shards,
 // admits publishes, reads, and runs the subscribe handshake; the session
 // actor it fronts owns the client's subscriptions.
@@ -37,12 +40,19 @@ type shardKey struct {
 // guards the lookup caches grouped under it (what the registry said, kept
 // to spare a round trip per publish).
 type conn struct {
+	// The connection's consumer-group and cache calls.
+	groupCalls
+	cacheCalls
+
 	b       *Broker
 	client  service.Client
 	session *actor.PID
 	// principal is who the client is and what it may do; a
 	// re-authentication replaces it.
 	principal atomic.Pointer[auth.Principal]
+	// releaseSlot gives back the connection's authenticated slot
+	// (quota.Connections.Acquire); nil for the admin routes' conn.
+	releaseSlot func()
 
 	mu struct {
 		sync.Mutex
@@ -58,26 +68,40 @@ func (b *Broker) Open(ctx context.Context, client service.Client) (service.Sessi
 		b.metrics.AuthRefused.WithLabelValues("certificate_subject").Inc()
 		return nil, wire.NewError(wire.CodeUnauthenticated, "the client certificate's subject %q is not the tenant %q this connection names (tls_client_cert_bind_subject)", client.CertSubject, client.Tenant)
 	}
-	p, err := b.authenticate(client.Tenant, client.Token, time.Now())
+	p, err := b.authenticate(client, client.Token, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	client.Token = "" // verified; not kept
-	c := &conn{b: b, client: client}
+	return b.openSession(ctx, client, p)
+}
+
+// openSession starts the session of a client authenticated as p.
+func (b *Broker) openSession(ctx context.Context, client service.Client, p *auth.Principal) (service.Session, error) {
+	// Authenticated: the connection now counts against the authenticated
+	// bounds, which no unauthenticated one holds a place in; the front end
+	// gives back its pre-auth slot once Open returns.
+	releaseSlot, err := b.conns.Acquire(remoteIP(client.Remote))
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{b: b, client: client, releaseSlot: releaseSlot}
+	c.groupCalls, c.cacheCalls = b.groupFront.Session(connLookups{c}), b.cacheFront.Session(connLookups{c})
 	c.principal.Store(p)
 	c.mu.defs = make(map[wire.Scope]streams.Def)
 	c.mu.shards = make(map[shardKey]*streams.ShardRef)
 	var mb *actors.Mailbox
-	props := actors.Props(func() actor.Actor { return newSession(b, client) },
-		actors.MailboxConfig{Capacity: sessionMailboxDepth, Policy: actors.Block},
+	props := actors.Props(func() actor.Actor { return sessions.New(b.sessionConfig(client)) },
+		actors.MailboxConfig{Capacity: sessions.MailboxDepth, Policy: actors.Block},
 		func(m *actors.Mailbox) { mb = m })
-	pid, err := actors.Spawn(b.system.Root, b.sessions, fmt.Sprintf("conn-%d", client.ID), props, b.wait(ctx))
+	pid, err := actors.Spawn(ctx, b.system.Root, b.sessions, fmt.Sprintf("conn-%d", client.ID), props, requestTimeout)
 	if err != nil {
+		releaseSlot()
 		return nil, wire.NewError(wire.CodeInternal, "start session: %v", err)
 	}
 	b.dir.Add(pid, actors.KindSession, mb, map[string]string{"conn": fmt.Sprint(client.ID), "remote": client.Remote.String(), "tenant": client.Tenant})
 	c.session = pid
-	b.system.Root.Send(pid, &watchExpiry{at: p.Expires})
+	b.system.Root.Send(pid, &sessions.WatchExpiry{At: p.Expires})
 	return c, nil
 }
 
@@ -85,67 +109,58 @@ func (b *Broker) Open(ctx context.Context, client service.Client) (service.Sessi
 // tenant replaces the principal, and the session's subscriptions end when
 // the new one expires instead.
 func (c *conn) Reauthenticate(ctx context.Context, token string) error {
-	p, err := c.b.authenticate(c.client.Tenant, token, time.Now())
+	p, err := c.b.authenticate(c.client, token, time.Now())
 	if err != nil {
 		return err
 	}
 	c.principal.Store(p)
-	c.b.system.Root.Send(c.session, &watchExpiry{at: p.Expires})
+	c.b.system.Root.Send(c.session, &sessions.WatchExpiry{At: p.Expires})
 	return nil
 }
 
-// admitConnection applies the connection limits before a connection is
-// served (the transport's Admit).
-func (b *Broker) admitConnection(remote net.Addr) (func(), error) {
-	var ip netip.Addr
+// admitConnection applies the pre-auth connection limits to a connection
+// a front end accepted, before it authenticates (the front ends' Admit).
+func (b *Broker) admitConnection(remote net.Addr, displace func()) (func(), error) {
+	return b.conns.AcquirePreAuth(remoteIP(remote), displace)
+}
+
+// remoteIP is a front end's remote address as an IP; the zero Addr (one
+// shared key in the limits) when it is neither felix/1's UDP nor Kafka's
+// TCP.
+func remoteIP(remote net.Addr) netip.Addr {
 	switch a := remote.(type) {
 	case *net.UDPAddr:
-		ip = a.AddrPort().Addr()
-	case *net.TCPAddr: // the Kafka listener's
-		ip = a.AddrPort().Addr()
+		return a.AddrPort().Addr()
+	case *net.TCPAddr:
+		return a.AddrPort().Addr()
 	}
-	return b.conns.Acquire(ip)
+	return netip.Addr{}
 }
 
-// sessionMailboxDepth bounds a session's mailbox. Everything it receives is
-// control traffic of one connection (subscribes, ends, lag), which bypasses
-// the count bound anyway; Block parks a sender rather than lose an end.
-const sessionMailboxDepth = 1024
-
-// wait is how long a request to an actor may take: requestTimeout, or less
-// when ctx ends sooner.
-func (b *Broker) wait(ctx context.Context) time.Duration {
-	if dl, ok := ctx.Deadline(); ok {
-		return max(time.Millisecond, min(requestTimeout, time.Until(dl)))
+// sessionConfig is the session actor's of client's connection.
+func (b *Broker) sessionConfig(client service.Client) sessions.Config {
+	return sessions.Config{
+		Client: client, Root: b.system.Root, Writers: b.connections,
+		EgressMaxBytes: b.cfg.SubscriberEgressMaxBytes, OnWritten: b.countWritten,
+		OnWriterSpawned: func(ref *lanes.WriterRef, c service.Client) {
+			b.dir.Add(ref.PID, actors.KindConnWriter, ref.Mailbox, map[string]string{"conn": fmt.Sprint(c.ID), "remote": c.Remote.String(), "tenant": c.Tenant})
+		},
+		Subscriptions: b.metrics.Subscriptions, Lagged: b.metrics.SubscriptionsLagged,
+		Watches: b.metrics.CacheWatches, WatchesLagged: b.metrics.CacheWatchesLagged, Log: b.log,
 	}
-	return requestTimeout
-}
-
-// ask sends a request to an actor and waits for its answer of type T; an
-// answer that is an error is returned as one.
-func ask[T any](ctx context.Context, c *conn, pid *actor.PID, msg any) (T, error) {
-	var zero T
-	res, err := c.b.system.Root.RequestFuture(pid, msg, c.b.wait(ctx)).Result()
-	if err != nil {
-		return zero, err
-	}
-	if e, ok := res.(error); ok {
-		return zero, e
-	}
-	t, ok := res.(T)
-	if !ok {
-		return zero, fmt.Errorf("broker: %s answered %T", pid.Id, res)
-	}
-	return t, nil
 }
 
 // Close ends every subscription, then stops the connection's writer (which
 // resets what it still had) and the session.
 func (c *conn) Close() {
+	if c.session == nil {
+		return // the admin routes' conn (adminConn): no session to end
+	}
+	defer c.releaseSlot()
 	root := c.b.system.Root
-	res, err := ask[*sessionClosed](context.Background(), c, c.session, &closeSession{})
-	if err == nil && res.writer != nil {
-		_ = root.StopFuture(res.writer).Wait()
+	res, err := actors.Request[*sessions.Closed](context.Background(), c.b.system.Root, c.session, &sessions.Close{}, requestTimeout)
+	if err == nil && res.Writer != nil {
+		_ = root.StopFuture(res.Writer).Wait()
 	}
 	_ = root.StopFuture(c.session).Wait()
 }
@@ -153,13 +168,19 @@ func (c *conn) Close() {
 // stream returns scope's definition, from the cache or the registry (which
 // makes an implicit in-memory stream on first use).
 func (c *conn) stream(ctx context.Context, scope wire.Scope) (streams.Def, error) {
+	return c.cachedStream(ctx, scope, true)
+}
+
+// cachedStream is scope's definition from the connection's cache, asking
+// the registry on a miss; create makes an implicit stream on first use.
+func (c *conn) cachedStream(ctx context.Context, scope wire.Scope, create bool) (streams.Def, error) {
 	c.mu.Lock()
 	d, ok := c.mu.defs[scope]
 	c.mu.Unlock()
 	if ok {
 		return d, nil
 	}
-	res, err := streams.Request[*streams.StreamResult](c.b.system.Root, c.b.registry, &streams.GetStream{Scope: scope, Create: true}, c.b.wait(ctx))
+	res, err := actors.Request[*streams.StreamResult](actors.Detached(ctx), c.b.system.Root, c.b.registry, &streams.GetStream{Scope: scope, Create: create}, requestTimeout)
 	if err != nil {
 		return streams.Def{}, err
 	}
@@ -195,13 +216,13 @@ func (c *conn) shard(ctx context.Context, scope wire.Scope, n uint32) (*streams.
 	if ok && !ref.Mailbox.IsClosed() {
 		return ref, nil
 	}
-	ref, err := streams.Lookup(c.b.system.Root, c.b.registry, scope, n, c.b.wait(ctx))
+	ref, err := c.lookupShard(ctx, scope, n)
 	if errors.Is(err, cluster.ErrNotAssigned) {
 		// A new stream's shard is being placed (milliseconds): wait for
 		// it here, on the client's goroutine, rather than refuse the
 		// first publish or subscribe.
 		if node := c.b.node.Load(); node != nil && node.WaitPlaced(ctx, cluster.ShardKey{Scope: scope, Shard: n}) {
-			ref, err = streams.Lookup(c.b.system.Root, c.b.registry, scope, n, c.b.wait(ctx))
+			ref, err = c.lookupShard(ctx, scope, n)
 		}
 	}
 	if err != nil {
@@ -213,11 +234,20 @@ func (c *conn) shard(ctx context.Context, scope wire.Scope, n uint32) (*streams.
 	return ref, nil
 }
 
+// lookupShard asks the registry for shard n of scope.
+func (c *conn) lookupShard(ctx context.Context, scope wire.Scope, n uint32) (*streams.ShardRef, error) {
+	ref, err := actors.Request[*streams.ShardRef](actors.Detached(ctx), c.b.system.Root, c.b.registry, &streams.GetShard{Scope: scope, Shard: n}, requestTimeout)
+	if err == nil && ref.Err != nil {
+		err = ref.Err
+	}
+	return ref, err
+}
+
 // Publish implements service.Session: it admits p to its shard's mailbox,
 // waiting at most publish_queue_wait_timeout_ms for room.
 func (c *conn) Publish(ctx context.Context, p *service.Publish, done func(service.PublishResult)) error {
 	m := c.b.metrics
-	err := c.admit(ctx, p, done)
+	err := c.admit(ctx, p, c.b.timeAck(p, done)) // latency.go
 	switch {
 	case err == nil:
 		m.PublishRequests.WithLabelValues(p.Scope.Tenant, "ok").Inc()
@@ -244,7 +274,7 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 		wait = max(0, min(wait, time.Until(dl)))
 	}
 	for attempt := 0; ; attempt++ {
-		def, ref, n, err := c.publishShard(ctx, p)
+		def, ref, err := c.publishShard(ctx, p)
 		if err != nil {
 			// The cached definition may be stale: deleted, or made again
 			// with other settings. An implicit one is simply made again.
@@ -259,11 +289,7 @@ func (c *conn) admit(ctx context.Context, p *service.Publish, done func(service.
 		if p.Producer != nil && !def.Durable {
 			return errProducerInMemory
 		}
-		ack := done
-		if def.Durable && c.b.commits.watched() {
-			ack = c.b.commits.wrap(commitKey{scope: p.Scope, shard: n}, done) // commitwatch.go
-		}
-		switch ref.Mailbox.TryPost(shardPublish(p, ack), wait) {
+		switch ref.Mailbox.TryPost(shardPublish(p, def, done), wait) {
 		case actors.Posted, actors.PostedEvicting:
 			return nil
 		case actors.Closed:
@@ -300,17 +326,16 @@ func (c *conn) checkPublish(p *service.Publish) error {
 	return c.b.tenants.AllowPublish(p.Scope.Tenant, len(p.Payloads), p.Bytes(), time.Now())
 }
 
-// publishShard resolves the definition and the shard a publish goes to,
-// and its number.
-func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.Def, *streams.ShardRef, uint32, error) {
+// publishShard resolves the definition and the shard a publish goes to.
+func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.Def, *streams.ShardRef, error) {
 	def, err := c.stream(ctx, p.Scope)
 	if err != nil {
-		return def, nil, 0, err
+		return def, nil, err
 	}
 	n := def.Routing.ShardFor(p.Key, def.Shards)
 	if p.Shard != nil {
 		if *p.Shard >= def.Shards {
-			return def, nil, 0, wire.NewError(wire.CodeNotFound, "stream %s has %d shards, no shard %d", p.Scope, def.Shards, *p.Shard)
+			return def, nil, wire.NewError(wire.CodeNotFound, "stream %s has %d shards, no shard %d", p.Scope, def.Shards, *p.Shard)
 		}
 		n = *p.Shard
 	}
@@ -318,7 +343,7 @@ func (c *conn) publishShard(ctx context.Context, p *service.Publish) (streams.De
 	if err == nil && def.Durable && !ref.Durable {
 		err = wire.NewError(wire.CodeNotFound, "stream %s was deleted and is now in memory", p.Scope)
 	}
-	return def, ref, n, err
+	return def, ref, err
 }
 
 // refresh drops a stale cached definition: an implicit stream is simply
@@ -336,11 +361,11 @@ func (c *conn) refresh(ctx context.Context, scope wire.Scope, old streams.Def) e
 // explicitly created stream that was deleted stays deleted for this
 // connection (the stale definition stays cached, so every later
 // publish asks again) instead of coming back as an implicit in-memory
-// stream (issue 11: 13 120 publishes were acknowledged after the
+// stream (13 120 publishes were acknowledged after the
 // delete, persisted nowhere). It returns nil when the stream exists
 // (again) as the same kind.
 func (c *conn) gone(ctx context.Context, scope wire.Scope, old streams.Def) error {
-	res, err := streams.Request[*streams.StreamResult](c.b.system.Root, c.b.registry, &streams.GetStream{Scope: scope}, c.b.wait(ctx))
+	res, err := actors.Request[*streams.StreamResult](actors.Detached(ctx), c.b.system.Root, c.b.registry, &streams.GetStream{Scope: scope}, requestTimeout)
 	switch {
 	case err != nil:
 		return err
@@ -358,8 +383,8 @@ func (c *conn) gone(ctx context.Context, scope wire.Scope, old streams.Def) erro
 }
 
 // shardPublish is p as its shard takes it.
-func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams.Publish {
-	sp := &streams.Publish{Payloads: p.Payloads, ExpectedOffset: p.ExpectedOffset, Attrs: encodeAttrs(p.Attrs)}
+func shardPublish(p *service.Publish, def streams.Def, done func(service.PublishResult)) *streams.Publish {
+	sp := &streams.Publish{Payloads: p.Payloads, ExpectedOffset: p.ExpectedOffset, Attrs: encodeAttrs(p.Attrs, !def.LogAppendTime), Received: time.Now().UnixNano()}
 	if p.Producer != nil {
 		sp.Producer = &streams.ProducerSeq{ID: p.Producer.ID, Seq: p.Producer.Seq}
 	}
@@ -368,7 +393,7 @@ func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams
 		// remembers) is answered as the ack it had: its original offset,
 		// nothing written. The client cannot tell, and need not.
 		sp.Done = func(r streams.PublishResult) {
-			done(service.PublishResult{Offset: r.Base, Durable: r.Durable, Err: refusal(r.Err)})
+			done(service.PublishResult{Offset: r.Base, Durable: r.Durable, AppendTime: r.AppendTime, Err: refusal(r.Err)})
 		}
 	}
 	return sp
@@ -378,6 +403,11 @@ func shardPublish(p *service.Publish, done func(service.PublishResult)) *streams
 // into the service's (the wire's PublishRefused); other errors pass
 // unchanged.
 func refusal(err error) error {
+	if err == nil {
+		// The common case, and cheap: the targets errors.As fills escape,
+		// two allocations on every accepted publish's answer otherwise.
+		return nil
+	}
 	var mismatch *streams.OffsetMismatchError
 	if errors.As(err, &mismatch) {
 		return &wire.RefusedError{Reason: wire.ReasonOffsetMismatch, Expected: mismatch.Expected, Tail: mismatch.Tail}

@@ -3,41 +3,18 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
-	"github.com/getfelix/felix-go/metadata"
+	"github.com/getfelix/felix-go/persistence"
 	"github.com/getfelix/felix-go/routing"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
-
-// defStore adapts the metadata store to what the streams registry needs.
-type defStore struct{ s *metadata.Store }
-
-func (d defStore) PutStream(def streams.Def) error    { return d.s.PutStream(toMeta(def)) }
-func (d defStore) DeleteStream(def streams.Def) error { return d.s.DeleteStream(toMeta(def)) }
-
-func toMeta(d streams.Def) metadata.StreamDef {
-	return metadata.StreamDef{
-		Tenant: d.Scope.Tenant, Namespace: d.Scope.Namespace, Stream: d.Scope.Stream,
-		Shards: d.Shards, Durable: d.Durable, Routing: d.Routing.String(),
-		RetentionBytes: d.RetentionBytes, RetentionAge: d.RetentionAge, CreatedAt: d.CreatedAt,
-	}
-}
-
-func fromMeta(m metadata.StreamDef) (streams.Def, error) {
-	r, err := routing.Parse(m.Routing)
-	if err != nil {
-		return streams.Def{}, err
-	}
-	return streams.Def{
-		Scope:  wire.Scope{Tenant: m.Tenant, Namespace: m.Namespace, Stream: m.Stream},
-		Shards: m.Shards, Routing: r, Durable: m.Durable,
-		RetentionBytes: m.RetentionBytes, RetentionAge: m.RetentionAge, CreatedAt: m.CreatedAt,
-	}, nil
-}
 
 // streamInfo describes a definition to the service's callers.
 func streamInfo(d streams.Def) *service.StreamInfo {
@@ -45,14 +22,15 @@ func streamInfo(d streams.Def) *service.StreamInfo {
 		StreamSpec: service.StreamSpec{
 			Scope: d.Scope, Shards: d.Shards, Durable: d.Durable, Routing: d.Routing.String(),
 			RetentionBytes: d.RetentionBytes, RetentionAge: d.RetentionAge, Replicas: max(d.Replicas, 1),
+			LogAppendTime: d.LogAppendTime, Compression: d.Compression,
 		},
-		Implicit: d.Implicit, CreatedAt: d.CreatedAt,
+		Implicit: d.Implicit, CreatedAt: d.CreatedAt, Cache: d.Cache != nil,
 	}
 }
 
 // registryRequest asks the registry and returns its definition answer.
 func (c *conn) registryRequest(ctx context.Context, msg any) (streams.Def, error) {
-	res, err := streams.Request[*streams.StreamResult](c.b.system.Root, c.b.registry, msg, c.b.wait(ctx))
+	res, err := actors.Request[*streams.StreamResult](actors.Detached(ctx), c.b.system.Root, c.b.registry, msg, requestTimeout)
 	if err != nil {
 		return streams.Def{}, err
 	}
@@ -61,26 +39,9 @@ func (c *conn) registryRequest(ctx context.Context, msg any) (streams.Def, error
 
 // CreateStream implements service.Session.
 func (c *conn) CreateStream(ctx context.Context, spec *service.StreamSpec) (*service.StreamInfo, error) {
-	if err := spec.Scope.Validate(); err != nil {
-		return nil, err
-	}
-	if err := c.authorize(auth.ActionStreamManage, spec.Scope); err != nil {
-		return nil, err
-	}
-	routing, err := routing.Parse(spec.Routing)
-	if err != nil {
-		return nil, wire.NewError(wire.CodeInvalidRequest, "%v", err)
-	}
-	if spec.RetentionBytes < 0 || spec.RetentionAge < 0 {
-		return nil, wire.NewError(wire.CodeInvalidRequest, "retention cannot be negative")
-	}
-	replicas, err := c.b.replicasFor(spec)
+	def, err := c.streamDef(spec)
 	if err != nil {
 		return nil, err
-	}
-	def := streams.Def{
-		Scope: spec.Scope, Shards: spec.Shards, Routing: routing, Durable: spec.Durable,
-		RetentionBytes: spec.RetentionBytes, RetentionAge: spec.RetentionAge, Replicas: replicas,
 	}
 	d, err := c.registryRequest(ctx, &streams.CreateStream{Def: def})
 	if err != nil {
@@ -88,6 +49,50 @@ func (c *conn) CreateStream(ctx context.Context, spec *service.StreamSpec) (*ser
 	}
 	c.forgetStream(def.Scope)
 	return streamInfo(d), nil
+}
+
+// CheckCreateStream implements service.Session: the registry makes its
+// checks and stores nothing.
+func (c *conn) CheckCreateStream(ctx context.Context, spec *service.StreamSpec) error {
+	def, err := c.streamDef(spec)
+	if err != nil {
+		return err
+	}
+	_, err = c.registryRequest(ctx, &streams.CreateStream{Def: def, DryRun: true})
+	return err
+}
+
+// streamDef checks a create request at the boundary (the right, the
+// routing, the replicas) and makes its definition.
+func (c *conn) streamDef(spec *service.StreamSpec) (streams.Def, error) {
+	if err := spec.Scope.Validate(); err != nil {
+		return streams.Def{}, err
+	}
+	if err := c.authorize(auth.ActionStreamManage, spec.Scope); err != nil {
+		return streams.Def{}, err
+	}
+	routing, err := routing.Parse(spec.Routing)
+	if err != nil {
+		return streams.Def{}, wire.NewError(wire.CodeInvalidRequest, "%v", err)
+	}
+	if spec.RetentionBytes < 0 || spec.RetentionAge < 0 {
+		return streams.Def{}, wire.NewError(wire.CodeInvalidRequest, "retention cannot be negative")
+	}
+	if spec.LogAppendTime && !spec.Durable {
+		return streams.Def{}, wire.NewError(wire.CodeInvalidRequest, "log append time is a durable stream's setting: an in-memory stream keeps no record times of its own")
+	}
+	if spec.Compression != "" && (!spec.Durable || spec.Compression != service.CompressionNone && !slices.Contains(service.Codecs, spec.Compression)) {
+		return streams.Def{}, wire.NewError(wire.CodeInvalidRequest, "compression %q: a durable stream's Kafka fetch codec is one of %s, or %s (without one, each batch is fetched in its producer's codec)", spec.Compression, strings.Join(service.Codecs, ", "), service.CompressionNone)
+	}
+	replicas, err := c.b.member.ReplicasFor(spec)
+	if err != nil {
+		return streams.Def{}, err
+	}
+	return streams.Def{
+		Scope: spec.Scope, Shards: spec.Shards, Routing: routing, Durable: spec.Durable,
+		RetentionBytes: spec.RetentionBytes, RetentionAge: spec.RetentionAge, Replicas: replicas,
+		LogAppendTime: spec.LogAppendTime, Compression: spec.Compression,
+	}, nil
 }
 
 // Stream implements service.Session.
@@ -116,7 +121,10 @@ func (c *conn) Streams(ctx context.Context, tenant, namespace string) ([]service
 		// Expired, or another tenant: the same refusal any operation gets.
 		return nil, c.authorize(auth.ActionStreamManage, wire.Scope{Tenant: tenant, Namespace: "*", Stream: "*"})
 	}
-	res, err := streams.Request[*streams.StreamListResult](c.b.system.Root, c.b.registry, &streams.ListStreams{Tenant: tenant, Namespace: namespace}, c.b.wait(ctx))
+	res, err := actors.Request[*streams.StreamListResult](actors.Detached(ctx), c.b.system.Root, c.b.registry, &streams.ListStreams{Tenant: tenant, Namespace: namespace}, requestTimeout)
+	if err == nil {
+		err = res.Err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -140,13 +148,14 @@ func (c *conn) DeleteStream(ctx context.Context, scope wire.Scope) error {
 	_, err := c.registryRequest(ctx, &streams.DeleteStream{Scope: scope})
 	c.forgetStream(scope)
 	if err == nil {
-		err = c.deleteGroupState(ctx, scope) // groups.go
+		err = c.DeleteStateOf(ctx, scope)
 	}
 	return err
 }
 
 // Range-read bounds: at most this many records and about this many bytes
-// per page, whatever the client asks (the reference's caps).
+// per page, whatever the client asks, so one read cannot make the broker
+// hold an unbounded answer.
 const (
 	maxReadRecords = 10000
 	maxReadBytes   = 4 << 20
@@ -154,10 +163,18 @@ const (
 
 // Read implements service.Session: one page of committed records of a
 // durable shard. It reads the shard's log directly, from the caller's
-// goroutine: a read never waits and registers nothing with the shard.
+// goroutine, and registers nothing with the shard; a replicated shard
+// first confirms the read (confirmRead).
 func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, error) {
 	scope := req.Scope
-	log, err := c.durableLog(ctx, scope, req.Shard, "range reads")
+	if req.FollowerMaxLag < 0 || req.FollowerMaxLag > wire.MaxFollowerLagMS*time.Millisecond {
+		return nil, wire.NewError(wire.CodeInvalidRequest, "a follower read's lag is at most %d ms", wire.MaxFollowerLagMS)
+	}
+	ref, log, err := c.durableLog(ctx, scope, req.Shard, "range reads")
+	if err != nil {
+		return nil, err
+	}
+	confirmed, err := c.confirmRead(ctx, ref, req.FollowerMaxLag)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +189,7 @@ func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, e
 	if req.End != nil && *req.End < end {
 		end = *req.End
 	}
-	out := &service.Records{Next: req.From, Committed: committed}
+	out := &service.Records{Next: req.From, Committed: committed, Start: start, Follower: confirmed.Follower}
 	if req.From >= end {
 		return out, nil
 	}
@@ -201,10 +218,14 @@ func (c *conn) Read(ctx context.Context, req *service.Read) (*service.Records, e
 
 // OffsetForTime implements service.Session: where a durable shard's
 // committed records reach time t. Like Read, it asks the shard's log from
-// the caller's goroutine and registers nothing.
+// the caller's goroutine and registers nothing, once a replicated shard
+// confirmed the read.
 func (c *conn) OffsetForTime(ctx context.Context, scope wire.Scope, shard uint32, t time.Time) (uint64, error) {
-	log, err := c.durableLog(ctx, scope, shard, "time lookups")
+	ref, log, err := c.durableLog(ctx, scope, shard, "time lookups")
 	if err != nil {
+		return 0, err
+	}
+	if _, err := c.confirmRead(ctx, ref, 0); err != nil {
 		return 0, err
 	}
 	// Committed first: the lookup sees at least as far. An answer at or
@@ -213,33 +234,85 @@ func (c *conn) OffsetForTime(ctx context.Context, scope wire.Scope, shard uint32
 	// is the committed end, which a read can start from.
 	committed := log.Committed()
 	off, err := log.OffsetForTime(t)
+	if err == nil && off < committed {
+		off, err = skipOlderRecords(log, off, committed, t)
+	}
 	if err != nil {
 		return 0, wire.WrapError(wire.CodeStorage, err, "find time %s in %s shard %d", t.UTC().Format(time.RFC3339Nano), scope, shard)
 	}
 	return min(off, committed), nil
 }
 
-// durableLog authorizes a read of scope (stream.subscribe) and returns the
-// log of its shard. It never creates a stream: an unknown one is
+// maxTimeScanRecords bounds the records a time lookup reads past the log's
+// answer, so one lookup costs at most a few pages.
+const maxTimeScanRecords = 4 * maxReadRecords
+
+// skipOlderRecords moves a time lookup from the log's answer to the first
+// record whose stored time (its producer's, else its append time) is at or
+// after t. The log indexes append times, which never decrease; a record
+// that kept its producer's time can be older than its append time, so the
+// first records appended at or after t can still be older than t, and are
+// skipped, as Kafka's lookup skips them. A record whose producer's time is
+// later than its append time is found from its append time: the log has
+// no index of producers' times. It reads at most maxTimeScanRecords and
+// answers where it stopped.
+func skipOlderRecords(log streams.Log, from, committed uint64, t time.Time) (uint64, error) {
+	for read := 0; from < committed && read < maxTimeScanRecords; {
+		page, err := log.Read(from, int(min(uint64(maxReadRecords), committed-from)), maxReadBytes)
+		if err != nil || len(page.Records) == 0 {
+			return from, err
+		}
+		for _, r := range page.Records {
+			at := r.Time
+			if a, err := persistence.DecodeRecordAttrs(r.Attrs); err == nil && !a.Time.IsZero() {
+				at = a.Time
+			}
+			if !at.Before(t) {
+				return r.Offset, nil
+			}
+		}
+		read += len(page.Records)
+		from = page.Next
+	}
+	return from, nil
+}
+
+// durableLog authorizes a read of scope (stream.subscribe) and returns its
+// shard and the shard's log. It never creates a stream: an unknown one is
 // not_found, and an in-memory one is invalid_request, naming what needs a
 // durable stream (what).
-func (c *conn) durableLog(ctx context.Context, scope wire.Scope, shard uint32, what string) (streams.Log, error) {
+func (c *conn) durableLog(ctx context.Context, scope wire.Scope, shard uint32, what string) (*streams.ShardRef, streams.Log, error) {
 	if err := scope.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := c.authorize(auth.ActionStreamSubscribe, scope); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	def, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !def.Durable {
-		return nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory; %s need a durable stream (felix stream create --durable)", scope, what)
+		return nil, nil, wire.NewError(wire.CodeInvalidRequest, "stream %s is in memory; %s need a durable stream (felix stream create --durable)", scope, what)
 	}
 	ref, err := c.shard(ctx, scope, shard)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ref.Log(ctx)
+	log, err := ref.Log(ctx)
+	return ref, log, err
+}
+
+// confirmRead asks a replicated shard whether a read that starts now may
+// read its log (streams.ConfirmRead): its leader answers once raft
+// confirmed its leadership and it applied everything committed before the
+// read began, so the read sees every acknowledged record; a follower
+// refuses not_leader naming the leader, unless followerLag asks for a
+// follower read. Any other shard's log is only ever its committed state:
+// it answers at once, without asking.
+func (c *conn) confirmRead(ctx context.Context, ref *streams.ShardRef, followerLag time.Duration) (*streams.ReadConfirmed, error) {
+	if !ref.Replicated {
+		return &streams.ReadConfirmed{}, nil
+	}
+	return actors.Request[*streams.ReadConfirmed](actors.Detached(ctx), c.b.system.Root, ref.PID, &streams.ConfirmRead{FollowerMaxLag: followerLag}, requestTimeout)
 }

@@ -9,12 +9,13 @@ import (
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/lanes"
 	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/sessions"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/subscribers"
 	"github.com/getfelix/felix-go/wire"
 )
 
-// Subscribe implements service.Session with the spec's handshake, in steps:
+// Subscribe implements service.Session with the subscribe handshake, in steps:
 // the sink opens and is registered with the connection writer, the feeder
 // is spawned (its queue held), the session adopts the subscription, the
 // shard registers the feeder, and only then is the answer given: every
@@ -38,26 +39,21 @@ func (c *conn) Subscribe(ctx context.Context, req *service.Subscribe, open servi
 		release()
 		return nil, err
 	}
-	sub.release = release
-	if res, err := ask[*adopted](ctx, c, c.session, &adopt{sub: sub}); err != nil || res.err != nil {
-		c.b.system.Root.Stop(sub.feeder)
-		c.b.system.Root.Send(sub.writer.PID, &lanes.Unregister{SubscriptionID: sub.id, Abort: true})
-		sub.egress.Close()
-		release()
-		return nil, errors.Join(err, res.errOrNil())
+	if err := c.adopt(ctx, sub, release); err != nil {
+		return nil, err
 	}
-	id := sub.id
-	added, err := ask[*streams.SubscriberAdded](ctx, c, ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue, Backlog: !ref.Durable && req.Start != service.StartLatest})
+	id := sub.ID
+	added, err := actors.Request[*streams.SubscriberAdded](actors.Detached(ctx), c.b.system.Root, ref.PID, &streams.AddSubscriber{ID: id, Feeder: queue, Backlog: !ref.Durable && req.Start != service.StartLatest}, requestTimeout)
 	if err != nil {
-		c.b.system.Root.Send(c.session, &endSubscription{id: id, abort: true})
+		c.b.system.Root.Send(c.session, &sessions.EndSubscription{ID: id, Abort: true})
 		return nil, wire.NewError(wire.CodeShardUnavailable, "register with stream %s: %v", req.Scope, err)
 	}
 	start, err := c.startFrom(req, ref, added)
 	if err != nil {
-		c.b.system.Root.Send(c.session, &endSubscription{id: id})
+		c.b.system.Root.Send(c.session, &sessions.EndSubscription{ID: id})
 		return nil, err
 	}
-	c.b.system.Root.Send(sub.feeder, start)
+	c.b.system.Root.Send(sub.Feeder, start)
 	res := &service.Subscribed{ID: id, QueueCapacity: queue.Config().Capacity}
 	if ref.Durable {
 		res.Durable, res.StartOffset, res.LiveOffset = true, start.From, added.Live
@@ -67,12 +63,12 @@ func (c *conn) Subscribe(ctx context.Context, req *service.Subscribe, open servi
 
 // build resolves the shard, opens the sink and spawns the feeder: the parts
 // of a subscription before the session adopts it.
-func (c *conn) build(ctx context.Context, req *service.Subscribe, open service.OpenSink) (*subscription, *actors.Mailbox, *streams.ShardRef, error) {
+func (c *conn) build(ctx context.Context, req *service.Subscribe, open service.OpenSink) (*sessions.Subscription, *actors.Mailbox, *streams.ShardRef, error) {
 	ref, err := c.subscribeShard(ctx, req)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	writer, err := ask[*lanes.WriterRef](ctx, c, c.session, &getWriter{})
+	writer, err := actors.Request[*lanes.WriterRef](actors.Detached(ctx), c.b.system.Root, c.session, &sessions.GetWriter{}, requestTimeout)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -81,21 +77,41 @@ func (c *conn) build(ctx context.Context, req *service.Subscribe, open service.O
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, req.Shard, ref, writer, sink, c.grantCapacity(req.QueueCapacity))
+	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, req.Shard, ref, writer, sink, c.grantCapacity(req.QueueCapacity), false)
 	return sub, queue, ref, err
 }
 
-func (a *adopted) errOrNil() error {
+// adopt hands sub to the connection's session, with release, its tenant
+// slot. Refused, it tears down what the subscribe built: the feeder, the
+// writer's stream, the egress share and the slot.
+func (c *conn) adopt(ctx context.Context, sub *sessions.Subscription, release func()) error {
+	sub.Release = release
+	res, err := actors.Request[*sessions.Adopted](actors.Detached(ctx), c.b.system.Root, c.session, &sessions.Adopt{Sub: sub}, requestTimeout)
+	if err == nil && res.Err == nil {
+		return nil
+	}
+	c.b.system.Root.Stop(sub.Feeder)
+	c.b.system.Root.Send(sub.Writer.PID, &lanes.Unregister{SubscriptionID: sub.ID, Abort: true})
+	sub.Egress.Close()
+	release()
+	return errors.Join(err, adoptErr(res))
+}
+
+func adoptErr(a *sessions.Adopted) error {
 	if a == nil {
 		return nil
 	}
-	return a.err
+	return a.Err
 }
 
 // subscribeShard resolves the shard a subscription is for.
 func (c *conn) subscribeShard(ctx context.Context, req *service.Subscribe) (*streams.ShardRef, error) {
-	if _, err := c.stream(ctx, req.Scope); err != nil {
+	def, err := c.stream(ctx, req.Scope)
+	if err != nil {
 		return nil, err
+	}
+	if def.Cache != nil {
+		return nil, wire.NewError(wire.CodeInvalidRequest, "%s is a cache: read it by key (its records are key writes, not events)", req.Scope)
 	}
 	ref, err := c.shard(ctx, req.Scope, req.Shard)
 	if err != nil && errors.Is(err, wire.ErrNotFound) {
@@ -106,6 +122,13 @@ func (c *conn) subscribeShard(ctx context.Context, req *service.Subscribe) (*str
 		// A durable shard opens its log after it starts: a log that will
 		// not open refuses the subscription before anything is spawned.
 		_, err = ref.Log(ctx)
+	}
+	if err == nil {
+		// A replicated shard's start (latest, or the bound an offset is
+		// checked against) is its applied end when it registers the
+		// feeder, which comes after this: once the read is confirmed, that
+		// end holds everything acknowledged before the subscribe began.
+		_, err = c.confirmRead(ctx, ref, 0)
 	}
 	return ref, err
 }
@@ -120,10 +143,17 @@ func (c *conn) grantCapacity(requested int64) int {
 }
 
 // spawnFeeder registers the sink with the writer and spawns the feeder,
-// its queue held until Start. On an error nothing is left behind.
-func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, shard uint32, ref *streams.ShardRef, writer *lanes.WriterRef, sink service.Sink, capacity int) (*subscription, *actors.Mailbox, error) {
+// its queue held until Start. On an error nothing is left behind. A cache
+// watch's queue drops new changes when full whatever the stream's policy
+// (its shard then ends it lagged) and stays out of the broker-wide queue
+// budget: what it holds is bounded by its own queue.
+func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, shard uint32, ref *streams.ShardRef, writer *lanes.WriterRef, sink service.Sink, capacity int, watch bool) (*sessions.Subscription, *actors.Mailbox, error) {
 	b := c.b
-	lane, err := b.lane(b.selector.Select(id, c.client.ID))
+	policy, budget := b.policy, b.queueTotal
+	if watch {
+		policy, budget = actors.DropNew, nil
+	}
+	lane, err := b.lane(ctx, b.selector.Select(id, c.client.ID))
 	if err != nil {
 		_ = sink.Close()
 		return nil, nil, wire.NewError(wire.CodeInternal, "writer lane: %v", err)
@@ -138,23 +168,24 @@ func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, sha
 		Root:           b.system.Root,
 		Log:            b.log,
 		Shard:          ref.PID,
-		Offsets:        ref.Durable && c.client.Offsets,
-		Durable:        ref.Durable,
-		Budget:         b.queueTotal,
+		Offsets:        ref.Durable && c.client.Offsets && !watch,
+		Durable:        ref.Durable && !watch,
+		Watch:          watch,
+		Budget:         budget,
 	}, actors.MailboxConfig{
 		Capacity:   capacity,
 		MaxBytes:   b.cfg.SubscriberQueueMaxBytes,
-		Policy:     b.policy,
-		Budget:     b.queueTotal,
-		KeepBudget: b.queueTotal != nil,
+		Policy:     policy,
+		Budget:     budget,
+		KeepBudget: budget != nil,
 		OnDrop:     b.countSubQueueDrop,
 	}, func(m *actors.Mailbox) { queue = m })
-	if _, err := ask[*lanes.Registered](ctx, c, writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}); err != nil {
+	if _, err := actors.Request[*lanes.Registered](actors.Detached(ctx), c.b.system.Root, writer.PID, &lanes.Register{SubscriptionID: id, Stream: sink, Egress: egress}, requestTimeout); err != nil {
 		egress.Close()
 		_ = sink.Close()
 		return nil, nil, wire.NewError(wire.CodeInternal, "register subscription with connection writer: %v", err)
 	}
-	feeder, err := actors.Spawn(b.system.Root, b.subscribers, fmt.Sprintf("sub-%d", id), props, b.wait(ctx))
+	feeder, err := actors.Spawn(ctx, b.system.Root, b.subscribers, fmt.Sprintf("sub-%d", id), props, requestTimeout)
 	if err != nil {
 		b.system.Root.Send(writer.PID, &lanes.Unregister{SubscriptionID: id, Abort: true})
 		egress.Close()
@@ -162,9 +193,9 @@ func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, sha
 	}
 	b.dir.Add(feeder, actors.KindFeeder, queue, map[string]string{
 		"stream": scope.String(), "shard": fmt.Sprint(shard), "subscription": fmt.Sprint(id), "conn": fmt.Sprint(c.client.ID),
-		"lane": fmt.Sprint(lane.Index), "policy": b.policy.String(),
+		"lane": fmt.Sprint(lane.Index), "policy": policy.String(),
 	})
-	return &subscription{id: id, feeder: feeder, shard: ref.PID, writer: writer, egress: egress}, queue, nil
+	return &sessions.Subscription{ID: id, Feeder: feeder, Shard: ref.PID, Writer: writer, Egress: egress, Watch: watch}, queue, nil
 }
 
 // startFrom resolves where a subscription starts against what its shard
@@ -210,9 +241,9 @@ func (c *conn) startFrom(req *service.Subscribe, ref *streams.ShardRef, added *s
 
 // Unsubscribe implements service.Session.
 func (c *conn) Unsubscribe(ctx context.Context, id uint64) error {
-	res, err := ask[*ended](ctx, c, c.session, &unsubscribe{id: id})
+	res, err := actors.Request[*sessions.Ended](actors.Detached(ctx), c.b.system.Root, c.session, &sessions.Unsubscribe{ID: id}, requestTimeout)
 	if err != nil {
 		return err
 	}
-	return res.err
+	return res.Err
 }

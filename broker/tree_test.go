@@ -5,20 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
 // Tests of the supervision tree as Broker.Actors() and GET /debug/actors
 // show it. Shared by chaos_test.go: debugActors, adminPost, pollFor,
-// metricSum, actorAt.
+// metricSum, actorAt; and by diskfull_test.go: httpGet.
 
 // TestTreeActors: one publisher and two subscribers on their own
 // connections; the tree lists exactly the supervisors, the shard, both
@@ -98,6 +97,12 @@ func TestTreeActors(t *testing.T) {
 		}
 		for _, a := range list {
 			if a.Kind == "supervisor" {
+				continue
+			}
+			if a.Kind == "registry" {
+				if a.Path != "felix/registry" || a.Parent != "felix" {
+					t.Errorf("registry at %s under %q, want felix/registry under felix", a.Path, a.Parent)
+				}
 				continue
 			}
 			want := map[string]string{"shard": "felix/streams", "feeder": "felix/subscribers", "lane": "felix/lanes", "connection_writer": "felix/connections", "session": "felix/sessions"}[a.Kind]
@@ -198,7 +203,7 @@ func TestTreeActors(t *testing.T) {
 	t.Run("Actors", func(t *testing.T) { check(t, b.Actors()) })
 	t.Run("GET /debug/actors", func(t *testing.T) { check(t, debugActors(t, ctx, b, "")) })
 	t.Run("kind filter", func(t *testing.T) {
-		for kind, want := range map[string]int{"feeder": 2, "lane": cfg.SubscriberWriterLanes, "shard": 1, "connection_writer": 3, "session": 3, "supervisor": 7, "nonsense": 0} {
+		for kind, want := range map[string]int{"feeder": 2, "lane": cfg.SubscriberWriterLanes, "shard": 1, "connection_writer": 3, "session": 3, "supervisor": 6, "registry": 1, "nonsense": 0} {
 			got := debugActors(t, ctx, b, kind)
 			if len(got) != want {
 				t.Errorf("?kind=%s listed %d actors, want %d:\n%s", kind, len(got), want, treeDump(got))
@@ -232,7 +237,7 @@ func TestTreeLiveMailboxDepth(t *testing.T) {
 	}
 	path := fmt.Sprintf("felix/subscribers/sub-%d", sub.ID())
 	depth := func() int {
-		a, ok := actorAt(b, path)
+		a, ok := brokertest.ActorAt(b, path)
 		if !ok {
 			t.Fatalf("feeder %s not listed", path)
 		}
@@ -265,7 +270,7 @@ func TestTreeLiveMailboxDepth(t *testing.T) {
 		publish()
 	}
 	published += 5
-	direct, _ := actorAt(b, path)
+	direct, _ := brokertest.ActorAt(b, path)
 	if direct.MailboxDepth != d0+5 || direct.MailboxBytes < int64(direct.MailboxDepth)*int64(len(payload)) || direct.PeakBytes < direct.MailboxBytes {
 		t.Errorf("Actors(): %s depth %d, bytes %d, peak %d after %d publishes; want depth %d+5 = %d, bytes >= depth x %d, peak >= bytes",
 			path, direct.MailboxDepth, direct.MailboxBytes, direct.PeakBytes, published, d0, d0+5, len(payload))
@@ -283,59 +288,11 @@ func TestTreeLiveMailboxDepth(t *testing.T) {
 
 // --- helpers shared with chaos_test.go ---
 
-// actorAt is the live actor at path in b.Actors().
-func actorAt(b *broker.Broker, path string) (broker.ActorInfo, bool) {
-	for _, a := range b.Actors() {
-		if a.Path == path {
-			return a, true
-		}
-	}
-	return broker.ActorInfo{}, false
-}
-
-// adminURL is the broker's admin endpoint with path appended.
-func adminURL(t *testing.T, b *broker.Broker, path string) string {
-	t.Helper()
-	addr := b.AdminAddr()
-	if addr == nil {
-		t.Fatal("the broker has no admin endpoint; set cfg.Admin")
-	}
-	return "http://" + addr.String() + path
-}
-
-// debugActors is GET /debug/actors (?kind=kind unless empty).
+// debugActors is GET /debug/actors (?kind=kind unless empty) with the
+// admin token b wrote.
 func debugActors(t *testing.T, ctx context.Context, b *broker.Broker, kind string) []broker.ActorInfo {
 	t.Helper()
-	path := "/debug/actors"
-	if kind != "" {
-		path += "?kind=" + kind
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, adminURL(t, b, path), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token := b.AdminToken(); token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("GET %s: %s (%s): %s", path, resp.Status, resp.Header.Get("Content-Type"), data)
-	}
-	var res struct {
-		Actors []broker.ActorInfo `json:"actors"`
-	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatalf("GET %s: %v in %s", path, err, data)
-	}
-	return res.Actors
+	return brokertest.DebugActors(t, ctx, b, b.Config(), kind)
 }
 
 // adminPost posts body (JSON-encoded unless it is a string) to path and
@@ -351,7 +308,7 @@ func adminPost(t *testing.T, ctx context.Context, b *broker.Broker, path string,
 			t.Fatal(err)
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, adminURL(t, b, path), bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, brokertest.AdminURL(t, b, path), bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
 	}

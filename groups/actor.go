@@ -1,6 +1,7 @@
 package groups
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -8,15 +9,19 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
 
 // The group actor owns one group's state on one shard of a durable
 // stream (core): its cursor, its dead letters and the claims in flight.
-// The broker posts Poll and Settle into its bounded mailbox (TryPost with
-// no wait: a full one is overloaded) and Admin as a control message; each
-// carries its own reply channel, buffered, so the actor never blocks on an
-// answer. It reads the data shard's log up to the committed end, and
+// The broker asks it Poll and Settle through its bounded mailbox (a full
+// one drops the request and answers it overloaded, never waits) and Admin
+// as a control message (actors.Request); the actor answers each to its
+// sender, *PollResult, *SettleResult and *AdminResult, or an error, and
+// never blocks on an answer. It reads the data shard's log up to the
+// committed end; while polls are parked it watches that end
+// (Handles.WatchData: the data shard posts dataMoved when it moves), and
 // writes its durable state as records of the internal state stream
 // through that stream's shard (Handles.Write), so the state goes wherever
 // the shard's records go. On every start (the first, or after a panic) it
@@ -28,7 +33,6 @@ type Poll struct {
 	Max, MaxBytes    int
 	Wait, Visibility time.Duration
 	Consumer         string
-	Reply            chan PollResult
 	// Gone, when set, closes when the caller stops waiting (its
 	// connection closed): a parked poll is then dropped, not handed
 	// records nobody reads.
@@ -46,7 +50,6 @@ type Settle struct {
 	Op                service.SettleOp
 	Claims            []service.Claim
 	Delay, Visibility time.Duration
-	Reply             chan SettleResult
 }
 
 // SettleResult answers Settle.
@@ -81,7 +84,6 @@ type Admin struct {
 	All     bool
 	From    uint64
 	Max     int
-	Reply   chan AdminResult
 }
 
 // AdminResult answers Admin.
@@ -97,6 +99,12 @@ type tick struct{ actors.ControlMessage }
 
 var tickMessage = &tick{}
 
+// dataMoved tells the actor the data shard's committed end moved (its
+// commit watch, held while polls are parked).
+type dataMoved struct{ actors.ControlMessage }
+
+var dataMovedMessage = &dataMoved{}
+
 // Handles are what a group actor works with, resolved by the broker.
 type Handles struct {
 	// Data is the data shard's log; State the state shard's, replayed at
@@ -105,6 +113,11 @@ type Handles struct {
 	// Write posts one state record to the state shard without waiting;
 	// done is called once, on any goroutine, when it is written or failed.
 	Write func(rec []byte, done func(error)) error
+	// WatchData registers w with the data shard, which wakes it (on the
+	// shard's goroutine) at once when its committed end is past after,
+	// then at every advance, until cancel or until w reports itself gone
+	// (streams.WatchCommitted). Nil: parked polls wait out their wait.
+	WatchData func(w streams.CommitWaker, after uint64) (cancel func())
 	// Live says whether this actor may still serve: nil while both
 	// shards serve with these logs and (in a cluster) this member serves
 	// the group. Else the error a request gets (shard_unavailable when the
@@ -139,10 +152,6 @@ const (
 	// maxParked bounds the polls waiting for records; past it a poll is
 	// answered at once with nothing.
 	maxParked = 256
-	// parkedCheck is how often parked polls look at the log's committed
-	// end: the actor is told of no new record (the shard knows no
-	// groups), so it looks, and only while a poll waits.
-	parkedCheck = 2 * time.Millisecond
 	// checkpointEvery and checkpointAfter bound how far the cursor moves
 	// before it is written: what a crash makes redeliver.
 	checkpointEvery = 1000
@@ -165,11 +174,18 @@ type group struct {
 	core   *core
 	self   *actor.PID
 	system *actor.ActorSystem
+	root   *actor.RootContext // answers requests (Props)
 	// loadErr is why the state could not be replayed; every request gets it.
 	loadErr error
 	parked  []*parked
-	timer   *time.Timer
-	wakeAt  time.Time
+	// seen is the data log's committed end as the last poll read it:
+	// the watch starts from it, so a commit after that read wakes it.
+	seen uint64
+	// watch, while polls are parked, cancels the data shard's watch.
+	watch  func()
+	waker  *dataWaker
+	timer  *time.Timer
+	wakeAt time.Time
 	// savedAt is when the cursor was last written.
 	savedAt time.Time
 	// broken is set when a log read or a state write failed: the logs
@@ -185,15 +201,42 @@ type group struct {
 
 type parked struct {
 	req      *Poll
+	to       *actor.PID // where its answer goes
 	deadline time.Time
 }
 
 // Props returns the props of a group actor, with its bounded mailbox; the
 // same instance serves every restart (its Started replays the state).
-func Props(cfg Config, depth int, created func(*actors.Mailbox)) *actor.Props {
-	g := &group{cfg: cfg}
+// root answers requests, from the actor and from the mailbox's drop hook.
+func Props(cfg Config, depth int, root *actor.RootContext, created func(*actors.Mailbox)) *actor.Props {
+	g := &group{cfg: cfg, root: root, waker: &dataWaker{}}
+	onDrop := func(msg any, reason actors.DropReason) { dropped(root, msg, reason) }
 	return actors.Props(func() actor.Actor { return g },
-		actors.MailboxConfig{Capacity: depth, Policy: actors.DropNew, OnDrop: dropped}, created)
+		actors.MailboxConfig{Capacity: depth, Policy: actors.DropNew, OnDrop: onDrop}, func(m *actors.Mailbox) {
+			g.waker.mailbox = m
+			if created != nil {
+				created(m)
+			}
+		})
+}
+
+// dataWaker is the group's streams.CommitWaker: the data shard calls Wake
+// on its own goroutine, and it posts dataMoved into the group's mailbox
+// (control traffic: it never waits), at most one at a time, so a busy
+// shard cannot flood a slow group. The flag is the only state the two
+// actors share; the group clears it when it takes the message.
+type dataWaker struct {
+	mailbox *actors.Mailbox
+	queued  atomic.Bool
+}
+
+// Wake implements streams.CommitWaker: the group is gone once its mailbox
+// closed.
+func (w *dataWaker) Wake() bool {
+	if !w.queued.CompareAndSwap(false, true) {
+		return !w.mailbox.IsClosed()
+	}
+	return w.mailbox.TryPost(dataMovedMessage, 0) != actors.Closed
 }
 
 // ErrActorStopped answers a request queued in a group actor's mailbox when
@@ -201,24 +244,24 @@ func Props(cfg Config, depth int, created func(*actors.Mailbox)) *actor.Props {
 // of the request was done, and a new actor can take it.
 var ErrActorStopped = wire.NewError(wire.CodeShardUnavailable, "the group actor stopped; try again")
 
-// dropped answers a request the mailbox refused or discarded.
-func dropped(msg any, reason actors.DropReason) {
+// dropped answers a request the mailbox refused or discarded, to its
+// sender, on the goroutine that posted it or closed the mailbox.
+func dropped(root *actor.RootContext, msg any, reason actors.DropReason) {
+	env, ok := msg.(*actor.MessageEnvelope)
+	if !ok || env.Sender == nil {
+		return
+	}
 	err := error(wire.NewError(wire.CodeOverloaded, "group_queue_full: the group actor's mailbox is full (group_queue_depth)"))
 	if reason == actors.DropClosed {
 		err = ErrActorStopped
 	}
-	fail(msg, err)
+	root.Send(env.Sender, err)
 }
 
-// fail answers a request with err.
-func fail(msg any, err error) {
-	switch m := msg.(type) {
-	case *Poll:
-		m.Reply <- PollResult{Err: err}
-	case *Settle:
-		m.Reply <- SettleResult{Err: err}
-	case *Admin:
-		m.Reply <- AdminResult{Err: err}
+// answer sends a request's answer to where it goes; nil is nobody.
+func (g *group) answer(to *actor.PID, res any) {
+	if to != nil {
+		g.root.Send(to, res)
 	}
 }
 
@@ -233,17 +276,14 @@ func (g *group) Receive(ctx actor.Context) {
 		g.handleStopping()
 		return
 	case *Poll, *Settle, *Admin:
-		if !g.live(msg) {
+		if !g.live(ctx.Sender()) {
 			ctx.Stop(ctx.Self())
 			return
 		}
 		g.usedAt = time.Now()
 		g.handleRequest(ctx, msg)
 	case *tick:
-		if g.cfg.Handles.Live != nil && g.cfg.Handles.Live() != nil {
-			// Deposed (or its shards went): parked polls are answered
-			// empty as it stops, and their next try finds the new place.
-			ctx.Stop(ctx.Self())
+		if g.deposed(ctx) {
 			return
 		}
 		g.handleTick()
@@ -252,6 +292,11 @@ func (g *group) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 			return
 		}
+	case *dataMoved:
+		if g.deposed(ctx) {
+			return
+		}
+		g.handleDataMoved()
 	default:
 		return
 	}
@@ -265,11 +310,24 @@ func (g *group) Receive(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 		return
 	}
+	g.watchData()
 	g.arm()
 }
 
-// live refuses a request when the actor may no longer serve (Handles.Live).
-func (g *group) live(msg any) bool {
+// deposed stops the actor when it may no longer serve (Handles.Live) or
+// its shards went: parked polls are answered empty as it stops, and their
+// next try finds the new place.
+func (g *group) deposed(ctx actor.Context) bool {
+	if g.cfg.Handles.Live == nil || g.cfg.Handles.Live() == nil {
+		return false
+	}
+	ctx.Stop(ctx.Self())
+	return true
+}
+
+// live refuses a request (answering to) when the actor may no longer
+// serve (Handles.Live).
+func (g *group) live(to *actor.PID) bool {
 	if g.cfg.Handles.Live == nil {
 		return true
 	}
@@ -277,19 +335,20 @@ func (g *group) live(msg any) bool {
 	if err == nil {
 		return true
 	}
-	fail(msg, err)
+	g.answer(to, err)
 	return false
 }
 
 // handleRequest dispatches a request.
 func (g *group) handleRequest(ctx actor.Context, msg any) {
+	to := ctx.Sender()
 	switch m := msg.(type) {
 	case *Poll:
-		g.handlePoll(m)
+		g.handlePoll(to, m)
 	case *Settle:
-		g.handleSettle(m)
+		g.handleSettle(to, m)
 	case *Admin:
-		g.handleAdmin(ctx, m)
+		g.handleAdmin(ctx, to, m)
 	}
 }
 
@@ -342,6 +401,7 @@ func (g *group) replay() error {
 // only ever holds a value that was true when advance set it, whatever a
 // panic interrupted since.
 func (g *group) handleStopping() {
+	g.unwatchData()
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer, g.wakeAt = nil, time.Time{}
@@ -359,18 +419,18 @@ func (g *group) handleStopping() {
 		t.Stop()
 	}
 	for _, p := range g.parked {
-		p.req.Reply <- PollResult{}
+		g.answer(p.to, &PollResult{})
 	}
 	g.parked = nil
 }
 
 // handlePoll hands out what is available, or parks the poll.
-func (g *group) handlePoll(msg *Poll) {
+func (g *group) handlePoll(to *actor.PID, msg *Poll) {
 	if gone(msg) {
 		return // nobody reads the answer: hand out nothing
 	}
 	if err := g.usable(); err != nil {
-		msg.Reply <- PollResult{Err: err}
+		g.answer(to, err)
 		return
 	}
 	now := time.Now()
@@ -378,16 +438,17 @@ func (g *group) handlePoll(msg *Poll) {
 	recs, err := g.poll(msg, now)
 	switch {
 	case err != nil || len(recs) > 0 || msg.Wait <= 0:
-		msg.Reply <- PollResult{Records: recs, Err: err}
+		g.answer(to, &PollResult{Records: recs, Err: err})
 	case len(g.parked) >= maxParked:
-		msg.Reply <- PollResult{}
+		g.answer(to, &PollResult{})
 	default:
-		g.parked = append(g.parked, &parked{req: msg, deadline: now.Add(msg.Wait)})
+		g.parked = append(g.parked, &parked{req: msg, to: to, deadline: now.Add(msg.Wait)})
 	}
 }
 
 // poll runs one poll against the core and counts it.
 func (g *group) poll(msg *Poll, now time.Time) ([]service.GroupRecord, error) {
+	g.seen = g.cfg.Handles.Data.Committed() // before the read: see seen
 	redelivered := g.core.redeliveries
 	recs, err := g.core.poll(g.cfg.Handles.Data, now, msg.Max, msg.MaxBytes, msg.Visibility, msg.Consumer)
 	if err != nil {
@@ -410,9 +471,9 @@ func (g *group) usable() error {
 	return nil
 }
 
-func (g *group) handleSettle(msg *Settle) {
+func (g *group) handleSettle(to *actor.PID, msg *Settle) {
 	if err := g.usable(); err != nil {
-		msg.Reply <- SettleResult{Err: err}
+		g.answer(to, err)
 		return
 	}
 	now := time.Now()
@@ -421,7 +482,7 @@ func (g *group) handleSettle(msg *Settle) {
 	if n := len(msg.Claims) - len(failed); g.cfg.Hooks.Settled != nil && n > 0 {
 		g.cfg.Hooks.Settled(msg.Op, n)
 	}
-	msg.Reply <- SettleResult{Failures: failed}
+	g.answer(to, &SettleResult{Failures: failed})
 	if g.core.cursor-g.core.saved >= checkpointEvery {
 		g.checkpoint(now)
 	}
@@ -432,16 +493,16 @@ func (g *group) handleSettle(msg *Settle) {
 
 // handleAdmin runs an administrative operation and answers it once its
 // records are written.
-func (g *group) handleAdmin(ctx actor.Context, msg *Admin) {
+func (g *group) handleAdmin(ctx actor.Context, to *actor.PID, msg *Admin) {
 	if g.loadErr != nil {
-		msg.Reply <- AdminResult{Err: g.loadErr}
+		g.answer(to, g.loadErr)
 		return
 	}
 	now := time.Now()
 	var res AdminResult
 	if msg.Op != OpCreate {
 		if err := g.usable(); err != nil {
-			msg.Reply <- AdminResult{Err: err}
+			g.answer(to, err)
 			return
 		}
 	}
@@ -468,12 +529,13 @@ func (g *group) handleAdmin(ctx actor.Context, msg *Admin) {
 		res.Count = g.core.discard(msg.Offsets, msg.All)
 	}
 	g.core.expire(now)
-	res.Info = g.core.info(g.cfg.Shard, g.cfg.Handles.Data.Committed())
+	res.Info = g.core.info(g.cfg.Shard, g.cfg.Handles.Data.Committed(), time.Now())
 	res.Info.Waiting = uint64(len(g.parked))
-	reply := msg.Reply
 	g.flush(func(err error) {
+		// Called on the state shard's goroutine once the record is
+		// written: answer touches only what never changes after Props.
 		res.Err = err
-		reply <- res
+		g.answer(to, &res)
 	})
 	if len(g.parked) > 0 {
 		g.serveParked(now)
@@ -495,6 +557,37 @@ func (g *group) handleTick() {
 	}
 }
 
+// handleDataMoved serves the parked polls the data shard's new records
+// may answer. The flag is cleared first: an advance while they are served
+// posts again.
+func (g *group) handleDataMoved() {
+	g.waker.queued.Store(false)
+	if g.loadErr != nil || !g.core.exists {
+		return
+	}
+	now := time.Now()
+	g.core.expire(now)
+	g.serveParked(now)
+}
+
+// watchData holds the data shard's watch while polls are parked, and
+// only then: an advance nobody waits for costs the shard nothing more.
+func (g *group) watchData() {
+	switch {
+	case len(g.parked) == 0:
+		g.unwatchData()
+	case g.watch == nil && g.cfg.Handles.WatchData != nil:
+		g.watch = g.cfg.Handles.WatchData(g.waker, g.seen)
+	}
+}
+
+func (g *group) unwatchData() {
+	if g.watch != nil {
+		g.watch()
+		g.watch = nil
+	}
+}
+
 // serveParked answers the parked polls that now get records or whose wait
 // is over, oldest first.
 func (g *group) serveParked(now time.Time) {
@@ -505,7 +598,7 @@ func (g *group) serveParked(now time.Time) {
 		}
 		recs, err := g.poll(p.req, now)
 		if err != nil || len(recs) > 0 || !now.Before(p.deadline) {
-			p.req.Reply <- PollResult{Records: recs, Err: err}
+			g.answer(p.to, &PollResult{Records: recs, Err: err})
 			continue
 		}
 		kept = append(kept, p)
@@ -544,7 +637,7 @@ func (g *group) checkpoint(now time.Time) {
 	g.core.checkpoint()
 	g.savedAt = now
 	if g.cfg.Hooks.Lag != nil {
-		g.cfg.Hooks.Lag(g.core.info(g.cfg.Shard, g.cfg.Handles.Data.Committed()).Lag)
+		g.cfg.Hooks.Lag(g.core.info(g.cfg.Shard, g.cfg.Handles.Data.Committed(), time.Now()).Lag)
 	}
 }
 
@@ -604,8 +697,8 @@ func (g *group) arm() {
 	if t, ok := g.core.nextDeadline(); ok {
 		pick(t)
 	}
-	if len(g.parked) > 0 {
-		pick(time.Now().Add(parkedCheck))
+	for _, p := range g.parked {
+		pick(p.deadline)
 	}
 	if g.core.exists && g.core.cursor != g.core.saved {
 		pick(g.savedAt.Add(checkpointAfter))

@@ -100,6 +100,13 @@ const (
 // maxConsumersSeen bounds the names describe reports.
 const maxConsumersSeen = 64
 
+// consumerActiveFor is how long after its last poll describe still lists a
+// consumer. A group has no membership, so a consumer that exited is known
+// only by its silence; a consumer's long poll lasts at most a few seconds,
+// so half a minute of silence means it stopped (Kafka's session timeout is
+// of the same order: 45 s).
+const consumerActiveFor = 30 * time.Second
+
 func newCore(name string, lim Limits) *core {
 	c := &core{name: name, lim: lim}
 	c.reset()
@@ -543,8 +550,9 @@ func (c *core) writeOffsets(kind Kind, offsets []uint64) {
 	}
 }
 
-// info describes the group on this shard.
-func (c *core) info(shard uint32, committed uint64) service.GroupShardInfo {
+// info describes the group on this shard at now: its consumers are the
+// ones that polled within consumerActiveFor.
+func (c *core) info(shard uint32, committed uint64, now time.Time) service.GroupShardInfo {
 	in := service.GroupShardInfo{
 		Shard: shard, Cursor: c.cursor, Next: c.next, Committed: committed,
 		DeadLetters: uint64(len(c.dead)), Redeliveries: c.redeliveries, CreatedAt: c.created,
@@ -559,7 +567,12 @@ func (c *core) info(shard uint32, committed uint64) service.GroupShardInfo {
 			in.Owed++
 		}
 	}
-	in.Consumers = slices.Sorted(maps.Keys(c.consumers))
+	for name, at := range c.consumers {
+		if now.Sub(at) <= consumerActiveFor {
+			in.Consumers = append(in.Consumers, name)
+		}
+	}
+	slices.Sort(in.Consumers)
 	return in
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/getfelix/felix-go/wire"
 )
 
-// Consumer groups (issue #15): a group is a named cursor over each shard of
+// Consumer groups: a group is a named cursor over each shard of
 // a durable stream; records are handed out to consumers (GroupPoll) and
 // settled one by one (GroupSettle). The Session methods are in
 // service.go's interface; their types are here.
@@ -116,7 +116,8 @@ type GroupShardInfo struct {
 	InFlight, Owed, DeadLetters, Redeliveries uint64
 	// Waiting counts the polls parked for records.
 	Waiting uint64
-	// Consumers are the names seen polling recently, at most 64.
+	// Consumers are the names seen polling in the last 30 s, at most 64:
+	// one that exited drops out once silent that long.
 	Consumers []string
 	CreatedAt time.Time
 }

@@ -3,9 +3,8 @@
 // call taking a context and failing with a typed error (*wire.Error, whose
 // code comes from the one table in wire/errors.go, or *wire.CursorError).
 //
-// felix/1 over QUIC (package transport) is the first front end; the Kafka
-// listener and the links between cluster members are meant to be further
-// ones. The broker implements Service; front ends convert their protocol to
+// felix/1 over QUIC (package transport), the Kafka listener (package
+// kafka) and browsers over WebSocket (package webfront) are its front ends. The broker implements Service; front ends convert their protocol to
 // these types and back, so nothing behind this boundary knows a wire
 // message, and checks that concern every protocol (tenancy, permissions,
 // quotas) have one place to live.
@@ -28,6 +27,46 @@ type Service interface {
 	Open(ctx context.Context, c Client) (Session, error)
 }
 
+// SCRAMService is the side of a Service that runs SCRAM logins, found by
+// type assertion: only the Kafka listener carries SCRAM, so the other
+// front ends' services need not have it.
+type SCRAMService interface {
+	// StartSCRAM begins a SCRAM login (RFC 5802; SCRAM-SHA-256 or
+	// SCRAM-SHA-512, RFC 7677) for c, whose Tenant and Token are unused:
+	// the exchange names the user, as TENANT/USER. It fails
+	// unauthenticated where the broker keeps no users (a cluster member,
+	// auth none), and invalid_request for another mechanism.
+	StartSCRAM(c Client, mechanism string) (SCRAMLogin, error)
+}
+
+// SCRAM mechanisms, as SASL names them.
+const (
+	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
+	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
+)
+
+// SCRAMLogin is one SCRAM exchange: the client's first message answered
+// with the server's, then the client's final message (its proof) with
+// the server's signature and the user's session. It is used by one
+// goroutine.
+type SCRAMLogin interface {
+	// Step takes the client's next message. Any error ends the exchange:
+	// it is unauthenticated, the same for an unknown user as for a wrong
+	// password, or limit_exceeded for an address that failed too often.
+	Step(ctx context.Context, msg []byte) (*SCRAMStep, error)
+}
+
+// SCRAMStep is the server's answer to one message of a SCRAM exchange.
+type SCRAMStep struct {
+	// Reply is the server's message to send back.
+	Reply []byte
+	// Session is the user's, once the client proved its password (after
+	// the final message); nil before.
+	Session Session
+	// Tenant is the user's tenant, with Session.
+	Tenant string
+}
+
 // Client describes who a session serves.
 type Client struct {
 	// ID is unique among the broker's live sessions.
@@ -43,7 +82,17 @@ type Client struct {
 	// Offsets asks for event batches that carry their base offset (the
 	// felix/1 flag FlagEventBatchOffsets); only durable streams have them.
 	Offsets bool
+	// Frontend names the front end the client came through (FrontendFelix,
+	// FrontendKafka, FrontendBrowser), for the broker's metrics.
+	Frontend string
 }
+
+// Front end names, as Client.Frontend and the frontend label of metrics.
+const (
+	FrontendFelix   = "felix1"
+	FrontendKafka   = "kafka"
+	FrontendBrowser = "browser"
+)
 
 // Session serves one client. Its methods may be called from several
 // goroutines at once. Close ends every subscription it still has.
@@ -61,13 +110,18 @@ type Session interface {
 	Subscribe(ctx context.Context, req *Subscribe, open OpenSink) (*Subscribed, error)
 	// Unsubscribe ends one of this session's subscriptions.
 	Unsubscribe(ctx context.Context, id uint64) error
-	// Read returns one page of a durable shard's committed records.
+	// Read returns one page of a durable shard's committed records. On a
+	// replicated shard it is linearizable (it sees every record committed
+	// before it began): only the leader answers, once it confirmed its
+	// leadership with a quorum; any other replica refuses not_leader
+	// naming the leader, unless req.FollowerMaxLag asks for a follower
+	// read.
 	Read(ctx context.Context, req *Read) (*Records, error)
 	// OffsetForTime returns the offset of a durable shard's first
 	// committed record stored at or after t, or the committed end when
 	// every committed record is older, so that reading from it gives only
 	// records at or after t. A t before every record kept is the oldest
-	// offset retention kept.
+	// offset retention kept. Linearizable on a replicated shard, as Read.
 	OffsetForTime(ctx context.Context, scope wire.Scope, shard uint32, t time.Time) (uint64, error)
 	// CreateStream creates a stream, or confirms one with the same settings.
 	CreateStream(ctx context.Context, spec *StreamSpec) (*StreamInfo, error)
@@ -75,6 +129,11 @@ type Session interface {
 	Stream(ctx context.Context, scope wire.Scope) (*StreamInfo, error)
 	// Streams lists a tenant's streams, of one namespace when it is not empty.
 	Streams(ctx context.Context, tenant, namespace string) ([]StreamInfo, error)
+	// CheckCreateStream makes every check CreateStream makes (the right,
+	// the settings, the replicas, the tenant's stream limit) and creates
+	// nothing: a front end's dry run (Kafka's validate_only). A stream that
+	// exists with the same settings passes, as CreateStream confirms it.
+	CheckCreateStream(ctx context.Context, spec *StreamSpec) error
 	// DeleteStream deletes a stream and ends its subscriptions.
 	DeleteStream(ctx context.Context, scope wire.Scope) error
 	// ShardOwners says which member owns each shard of a stream, making an
@@ -96,6 +155,13 @@ type Session interface {
 	Reauthenticate(ctx context.Context, token string) error
 	// Close ends every subscription of the session; the client is gone.
 	Close()
+
+	// AuthorizeGroups checks the session's group right on scope's
+	// stream, touching nothing: to consume from and describe its groups,
+	// or with manage to change and delete them. A front end that keeps
+	// consumer groups of its own (the Kafka listener's, whose state is in
+	// the tenant's __kafka/offsets) checks it before acting on them.
+	AuthorizeGroups(scope wire.Scope, manage bool) error
 
 	// Consumer groups (groups.go). Each needs a durable stream.
 
@@ -132,17 +198,15 @@ type Session interface {
 
 // CommitWatcher is a Session that can wake a reader caught up with a
 // durable shard when records are committed to it (the Kafka listener's
-// long-polling Fetch). It is optional: a front end asserts it, and reads
-// again on a timer without it.
+// long-polling Fetch). It is optional: a front end asserts it, and without
+// it waits out its own deadline.
 type CommitWatcher interface {
 	// WatchCommitted sends on wake, without blocking (give it room for
-	// one), whenever a publish to the shard through this broker is
-	// acknowledged, and at once when the shard's committed end is already
-	// past after. Records committed otherwise (a replicated shard's
-	// follower) wake nothing: the reader still reads again now and then.
-	// cancel must be called when done. It needs the right to read the
-	// shard, and the shard served here; a shard with too many watches is
-	// refused overloaded.
+	// one), whenever the shard's committed end moves (a publish here, or
+	// on a replicated shard any applied entry, on a follower too), and at
+	// once when it is already past after. cancel must be called when
+	// done. It needs the right to read the shard, and the shard served
+	// here; a watch past the shard's bound of them is never woken.
 	WatchCommitted(ctx context.Context, scope wire.Scope, shard uint32, after uint64, wake chan<- struct{}) (cancel func(), err error)
 }
 
@@ -178,6 +242,19 @@ type Publish struct {
 type RecordAttrs struct {
 	Key     []byte
 	Headers []Header
+	// Time is the record's own time (a Kafka producer's CreateTime), kept
+	// to the millisecond unless the stream is LogAppendTime; zero: none,
+	// the record's time is its append time.
+	Time time.Time
+	// Codec is the compression the record came in, one of Codecs ("":
+	// none): the Kafka listener fetches it so from a stream without a
+	// codec of its own. A durable stream keeps it.
+	Codec string
+	// Batch, on the first record of records published as one batch (a
+	// Kafka producer's compressed one), is how many they are, so a
+	// reader can give them back whole; 0 elsewhere. A durable stream
+	// keeps it.
+	Batch int
 }
 
 // Header is one record header (a nil Value is a null one).
@@ -198,7 +275,11 @@ type PublishResult struct {
 	// Offset is the first record's offset when Durable.
 	Offset  uint64
 	Durable bool
-	Err     error
+	// AppendTime is a durable batch's append time, the time its records
+	// keep on a LogAppendTime stream; zero for a re-sent batch written
+	// before and for an in-memory stream.
+	AppendTime time.Time
+	Err        error
 }
 
 // Start says where a subscription begins.
@@ -270,26 +351,43 @@ type Read struct {
 	// zero takes the broker's.
 	MaxRecords int
 	MaxBytes   int
+	// FollowerMaxLag, when not zero, asks for a follower read: any replica
+	// of a replicated shard answers from what it applied if it heard from
+	// its leader within FollowerMaxLag (at most wire.MaxFollowerLagMS) and
+	// applied all the leader said was committed. Zero: a linearizable
+	// read, which only the leader answers.
+	FollowerMaxLag time.Duration
 }
 
 // Record is one record read back.
 type Record struct {
 	Offset uint64
-	Time   time.Time
-	Value  []byte
+	// Time is the record's own time when it was published with one
+	// (RecordAttrs.Time), else its append time.
+	Time  time.Time
+	Value []byte
 	// Key and Headers are the record's attributes, when it was published
 	// with them (Publish.Attrs).
 	Key     []byte
 	Headers []Header
+	// Codec is the compression it was published in (RecordAttrs.Codec);
+	// Batch the records of its batch, on the batch's first record
+	// (RecordAttrs.Batch).
+	Codec string
+	Batch int
 }
 
 // Records is one page of a range read.
 type Records struct {
 	Records []Record
 	// Next is the offset to read next; Committed the end of what readers
-	// may see now.
+	// may see now (after a follower read: that replica's applied end);
+	// Start the oldest offset retention kept.
 	Next      uint64
 	Committed uint64
+	Start     uint64
+	// Follower: a follower served the read from its own applied state.
+	Follower bool
 }
 
 // StreamSpec is what a stream is created with.
@@ -304,7 +402,26 @@ type StreamSpec struct {
 	// Replicas is a durable stream's replication factor in a cluster; 0
 	// takes the broker's default.
 	Replicas int
+	// LogAppendTime makes every record's time its append time, as Kafka's
+	// message.timestamp.type=LogAppendTime does: a producer's own times
+	// (RecordAttrs.Time) are not kept. Durable streams only; without it a
+	// record keeps its producer's time where it came with one (CreateTime).
+	LogAppendTime bool
+	// Compression is the codec the Kafka listener compresses a Fetch's
+	// batches with, where that saves bytes (Kafka's compression.type):
+	// one of Codecs; CompressionNone for none; "" for the codec each
+	// record was produced in (Kafka's "producer"). Durable streams only.
+	Compression string
 }
+
+// CompressionNone is StreamSpec.Compression fetching every batch
+// uncompressed, whatever its producer sent.
+const CompressionNone = "none"
+
+// Codecs are the names StreamSpec.Compression and RecordAttrs.Codec
+// take. NOTE: logs store a record's codec as its index here plus one, so
+// names are only ever appended.
+var Codecs = []string{"gzip", "snappy", "lz4", "zstd"}
 
 // StreamInfo describes a stream.
 type StreamInfo struct {
@@ -313,4 +430,7 @@ type StreamInfo struct {
 	// memory, one shard, not stored.
 	Implicit  bool
 	CreatedAt time.Time
+	// Cache: the stream is a cache (its records are key writes, not
+	// events), made by CreateCache.
+	Cache bool
 }

@@ -1,6 +1,0 @@
-//go:build !unix
-
-package broker
-
-// openFileLimit reports no limit where the platform has no RLIMIT_NOFILE.
-func openFileLimit() (int, bool) { return 0, false }
