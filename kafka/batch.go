@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"time"
 
 	"github.com/golang/snappy"
 	"github.com/klauspost/compress/zstd"
@@ -24,8 +25,12 @@ const (
 	batchHeaderLen = 61
 	batchCRCOffset = 17
 	batchCRCFrom   = 21
+	// batchAttrsOffset is where the attributes (codec, timestamp type)
+	// sit, the first bytes the CRC covers.
+	batchAttrsOffset = 21
 
 	attrCodecMask     = 0x07
+	attrLogAppendTime = 0x08
 	attrTransactional = 0x10
 	attrControl       = 0x20
 
@@ -57,15 +62,17 @@ type producedBatch struct {
 	producerEpoch int16
 	baseSequence  int32
 	values        [][]byte
-	// attrs are the records' keys and headers, parallel to values; nil
-	// when no record has any.
+	// attrs are the records' keys, headers and CreateTimes, parallel to
+	// values; nil when no record has any.
 	attrs []service.RecordAttrs
+	// size is the records' bytes once decompressed.
+	size int
 }
 
 // parseBatch checks and decodes the one RecordBatch a Produce carries for a
 // partition: exactly one batch, magic 2, CRC-32C right, not control, not
 // transactional, a known codec, record count and offsets consistent, and
-// at most max bytes once decompressed. The values alias raw or a fresh
+// at most max bytes as sent and once decompressed. The values alias raw or a fresh
 // decompression buffer.
 func parseBatch(raw []byte, max int) (producedBatch, error) {
 	var b kmsg.RecordBatch
@@ -74,6 +81,11 @@ func parseBatch(raw []byte, max int) (producedBatch, error) {
 	}
 	if raw[16] != 2 {
 		return producedBatch{}, fmt.Errorf("%w: message format v%d (only v2 record batches)", ErrUnsupportedBatch, raw[16])
+	}
+	// Kafka's message.max.bytes bounds a batch as sent, compressed or
+	// not; the same bound is kept before a byte is decompressed.
+	if len(raw) > max {
+		return producedBatch{}, fmt.Errorf("%w: %d bytes, limit %d", ErrBatchTooLarge, len(raw), max)
 	}
 	if err := b.ReadFrom(raw); err != nil {
 		return producedBatch{}, fmt.Errorf("%w: %v", ErrCorruptBatch, err)
@@ -99,7 +111,7 @@ func parseBatch(raw []byte, max int) (producedBatch, error) {
 	if int(b.NumRecords) > len(records)/7 {
 		return producedBatch{}, fmt.Errorf("%w: %d records in %d bytes", ErrCorruptBatch, b.NumRecords, len(records))
 	}
-	out := producedBatch{producerID: b.ProducerID, producerEpoch: b.ProducerEpoch, baseSequence: b.FirstSequence}
+	out := producedBatch{producerID: b.ProducerID, producerEpoch: b.ProducerEpoch, baseSequence: b.FirstSequence, size: len(records)}
 	out.values = make([][]byte, 0, b.NumRecords)
 	for i := range b.NumRecords {
 		var r kmsg.Record
@@ -112,18 +124,58 @@ func parseBatch(raw []byte, max int) (producedBatch, error) {
 			r.Value = []byte{} // a null value (a tombstone) is stored empty
 		}
 		out.values = append(out.values, r.Value)
-		if r.Key != nil || len(r.Headers) > 0 {
+		created := createTime(&b, &r)
+		if r.Key != nil || len(r.Headers) > 0 || !created.IsZero() {
 			if out.attrs == nil {
 				out.attrs = make([]service.RecordAttrs, b.NumRecords)
 			}
 			out.attrs[i] = recordAttrs(&r)
+			out.attrs[i].Time = created
 		}
 	}
 	if len(records) != 0 {
 		return producedBatch{}, fmt.Errorf("%w: %d bytes after the last record", ErrCorruptBatch, len(records))
 	}
+	out.markCodec(0, int(b.Attributes&attrCodecMask))
 	return out, nil
 }
+
+// markCodec records that b's records from index from came compressed with
+// codec, as one batch, so a stream without a codec of its own fetches
+// them so, and whole.
+func (b *producedBatch) markCodec(from, codec int) {
+	name := codecNames[codec]
+	if name == "" || from >= len(b.values) {
+		return
+	}
+	if b.attrs == nil {
+		b.attrs = make([]service.RecordAttrs, len(b.values))
+	}
+	for i := from; i < len(b.attrs); i++ {
+		b.attrs[i].Codec = name
+	}
+	b.attrs[from].Batch = len(b.attrs) - from
+}
+
+// createTime is a produced record's CreateTime: the batch's first
+// timestamp plus the record's delta, or none (the zero Time) for a batch
+// without timestamps (-1), one marked LogAppendTime (a producer has no
+// append time to give) and a time that is negative or past the year 9999
+// (no real producer's clock; the log keeps none of them).
+func createTime(b *kmsg.RecordBatch, r *kmsg.Record) time.Time {
+	if b.Attributes&attrLogAppendTime != 0 || b.FirstTimestamp < 0 {
+		return time.Time{}
+	}
+	ms := b.FirstTimestamp + r.TimestampDelta64
+	if ms < 0 || ms > maxRecordTimeMS || (r.TimestampDelta64 > 0 && ms < b.FirstTimestamp) {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// maxRecordTimeMS is the last millisecond of the year 9999, the latest
+// record time the log keeps.
+const maxRecordTimeMS = 253402300799999
 
 // recordAttrs is r's key and headers as the service takes them.
 func recordAttrs(r *kmsg.Record) service.RecordAttrs {
@@ -261,9 +313,11 @@ func unzstd(src []byte, max int) ([]byte, error) {
 	return out, err
 }
 
-// appendBatch appends one uncompressed RecordBatch v2 holding recs, whose
-// offsets are contiguous, to dst.
-func appendBatch(dst []byte, recs []service.Record) []byte {
+// appendBatch appends one RecordBatch v2 holding recs, whose offsets are
+// contiguous, to dst; marked LogAppendTime when logAppendTime is set (its
+// records then share one time, their max timestamp); its records
+// compressed with codec when that makes them smaller.
+func appendBatch(dst []byte, recs []service.Record, logAppendTime bool, codec int) []byte {
 	start := len(dst)
 	first := recs[0].Time.UnixMilli()
 	maxTime := first
@@ -271,7 +325,11 @@ func appendBatch(dst []byte, recs []service.Record) []byte {
 	dst = append(dst, 0, 0, 0, 0) // length, patched below
 	dst = binary.BigEndian.AppendUint32(dst, 0)
 	dst = append(dst, 2, 0, 0, 0, 0) // magic, crc patched below
-	dst = binary.BigEndian.AppendUint16(dst, 0)
+	var attrs uint16
+	if logAppendTime {
+		attrs |= attrLogAppendTime
+	}
+	dst = binary.BigEndian.AppendUint16(dst, attrs)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(recs)-1))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(first))
 	maxAt := len(dst)
@@ -280,6 +338,7 @@ func appendBatch(dst []byte, recs []service.Record) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, ^uint16(0))        // producer epoch -1
 	dst = binary.BigEndian.AppendUint32(dst, ^uint32(0))        // base sequence -1
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(recs))) // records
+	recordsAt := len(dst)
 	var body []byte
 	for i, r := range recs {
 		ts := r.Time.UnixMilli()
@@ -299,6 +358,13 @@ func appendBatch(dst []byte, recs []service.Record) []byte {
 		dst = append(dst, body...)
 	}
 	binary.BigEndian.PutUint64(dst[maxAt:], uint64(maxTime))
+	if codec != codecNone {
+		if packed := compress(codec, dst[recordsAt:]); len(packed) < len(dst)-recordsAt {
+			dst = append(dst[:recordsAt], packed...)
+			attrs |= uint16(codec)
+			binary.BigEndian.PutUint16(dst[start+batchAttrsOffset:], attrs)
+		}
+	}
 	binary.BigEndian.PutUint32(dst[start+8:], uint32(len(dst)-start-12))
 	binary.BigEndian.PutUint32(dst[start+batchCRCOffset:], crc32.Checksum(dst[start+batchCRCFrom:], castagnoli))
 	return dst
@@ -311,4 +377,70 @@ func appendVarBytes(dst, b []byte) []byte {
 	}
 	dst = binary.AppendVarint(dst, int64(len(b)))
 	return append(dst, b...)
+}
+
+// codecs are the names streams give Fetch codecs (service.Codecs), as
+// RecordBatch attributes.
+var codecs = map[string]int{"gzip": codecGzip, "snappy": codecSnappy, "lz4": codecLZ4, "zstd": codecZstd}
+
+// codecProducer is a topic fetched in each record's own codec, what its
+// producer sent (compression.type=producer).
+const codecProducer = -1
+
+// fetchCodec is the codec a stream's Fetch batches take (its
+// service.StreamSpec.Compression).
+func fetchCodec(compression string) int {
+	if compression == "" {
+		return codecProducer
+	}
+	return codecs[compression] // CompressionNone is codecNone
+}
+
+// codecNames are codecs' names by RecordBatch attribute ("" for none or
+// one past them).
+var codecNames = [attrCodecMask + 1]string{codecGzip: "gzip", codecSnappy: "snappy", codecLZ4: "lz4", codecZstd: "zstd"}
+
+// zstdEncoder is shared: EncodeAll is safe for concurrent use.
+var zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+
+// compress returns src encoded with codec, in the framing every Kafka
+// client reads: gzip, snappy in xerial's framing (what the Java client
+// writes; librdkafka, kgo and sarama read it too), an lz4 frame, zstd.
+func compress(codec int, src []byte) []byte {
+	var buf bytes.Buffer
+	switch codec {
+	case codecGzip:
+		w := gzip.NewWriter(&buf)
+		_, _ = w.Write(src) // a bytes.Buffer's writes do not fail
+		_ = w.Close()
+	case codecSnappy:
+		return xerialSnappy(src)
+	case codecLZ4:
+		w := lz4.NewWriter(&buf)
+		_, _ = w.Write(src)
+		_ = w.Close()
+	case codecZstd:
+		return zstdEncoder.EncodeAll(src, nil)
+	default:
+		return src
+	}
+	return buf.Bytes()
+}
+
+// xerialChunk is the input each xerial snappy chunk holds, as the Java
+// client's default block size.
+const xerialChunk = 32 << 10
+
+// xerialSnappy is src in xerial's framing: the magic, version 1 and
+// compatible version 1, then chunks of `int32 length, snappy block`.
+func xerialSnappy(src []byte) []byte {
+	out := append(append([]byte{}, xerialMagic...), 0, 0, 0, 1, 0, 0, 0, 1)
+	for len(src) > 0 {
+		n := min(len(src), xerialChunk)
+		block := snappy.Encode(nil, src[:n])
+		out = binary.BigEndian.AppendUint32(out, uint32(len(block)))
+		out = append(out, block...)
+		src = src[n:]
+	}
+	return out
 }

@@ -85,6 +85,28 @@ func (l *Listener) view() brokerView {
 	return v
 }
 
+// handleDescribeCluster lists the brokers as Metadata does, this one as
+// the controller (Felix has none; admin clients only show it). Only
+// broker endpoints exist (v1's endpoint type 1).
+func (c *conn) handleDescribeCluster(h header, r *kmsg.DescribeClusterRequest) *pending {
+	resp := r.ResponseKind().(*kmsg.DescribeClusterResponse)
+	v := c.l.view()
+	resp.ClusterID, resp.ControllerID, resp.EndpointType = "felix", v.self, r.EndpointType
+	if r.Version >= 1 && r.EndpointType != 1 {
+		msg := "only broker endpoints (type 1) exist: Felix has no controllers"
+		resp.ErrorCode, resp.ErrorMessage = kerr.UnsupportedEndpointType.Code, &msg
+		c.count(h.key, resp.ErrorCode)
+		return answered(h.correlation, resp)
+	}
+	for _, b := range v.brokers {
+		rb := kmsg.NewDescribeClusterResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = b.NodeID, b.Host, b.Port
+		resp.Brokers = append(resp.Brokers, rb)
+	}
+	c.count(h.key, 0)
+	return answered(h.correlation, resp)
+}
+
 // brokerIDs maps node ids to broker ids (see above).
 func brokerIDs(addrs map[string]string) map[string]int32 {
 	ids := make(map[string]int32, len(addrs))

@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/cluster"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/internal/clustercerts"
 	"github.com/getfelix/felix-go/wire"
 )
@@ -51,7 +51,7 @@ func startKafkaMembers(t *testing.T) map[string]*broker.Broker {
 		cfg.KafkaListen = "127.0.0.1:0"
 		cfg.KafkaAnonymousTenant = "t"
 		cfg.ClusterTLSCA, cfg.ClusterTLSCert, cfg.ClusterTLSKey = certs[id].CA, certs[id].Cert, certs[id].Key
-		// protoactor's cluster races under -race (cluster/brokers_test.go).
+		// No actor remote in-process (cluster/brokers_test.go).
 		members[id] = brokertest.Start(t, cfg, broker.WithoutActorCluster())
 	}
 	return members
@@ -316,5 +316,105 @@ func compareValues(t *testing.T, how string, got, want map[int32][]string) {
 		if fmt.Sprint(got[p]) != fmt.Sprint(w) {
 			t.Errorf("%s: partition %d read %d records, want the %d acked in order", how, p, len(got[p]), len(w))
 		}
+	}
+}
+
+// TestClusterAdmin: in a cluster, CreateTopics makes a replicated stream
+// (replication factor = replicas) and refuses more replicas than members;
+// DescribeCluster lists every member; a group's admin requests go to its
+// coordinator (ListGroups at the others lists none, so kgo's merge of
+// every broker's answer names the group once).
+func TestClusterAdmin(t *testing.T) {
+	members := startKafkaMembers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(members["b"].KafkaAddr().String()), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	request := func(req kmsg.Request) kmsg.Response {
+		t.Helper()
+		resp, err := cl.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+		}
+		return resp
+	}
+	create := func(name string, rf int16) kmsg.CreateTopicsResponseTopic {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 2, rf
+		req.Topics = append(req.Topics, rt)
+		return request(req).(*kmsg.CreateTopicsResponse).Topics[0]
+	}
+
+	// Until every member joined, fewer brokers are listed (or the
+	// cluster refuses replicas): retry.
+	var got kmsg.CreateTopicsResponseTopic
+	for got = create("kc.ledger", 3); got.ErrorCode != 0 && ctx.Err() == nil; got = create("kc.ledger", 3) {
+		if got.ErrorCode != kerr.InvalidReplicationFactor.Code && got.ErrorCode != kerr.InvalidRequest.Code {
+			t.Fatalf("create kc.ledger: code %d (%v)", got.ErrorCode, got.ErrorMessage)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got.ErrorCode != 0 || got.ReplicationFactor != 3 {
+		t.Fatalf("create kc.ledger: %+v, want replication factor 3", got)
+	}
+	dry := kmsg.NewPtrCreateTopicsRequest()
+	dry.ValidateOnly = true
+	drt := kmsg.NewCreateTopicsRequestTopic()
+	drt.Topic, drt.NumPartitions, drt.ReplicationFactor = "kc.dry", 2, 3
+	dry.Topics = append(dry.Topics, drt)
+	if got := request(dry).(*kmsg.CreateTopicsResponse).Topics[0]; got.ErrorCode != 0 {
+		t.Fatalf("validate kc.dry: code %d (%v)", got.ErrorCode, got.ErrorMessage)
+	}
+	if got := create("kc.wide", 4); got.ErrorCode != kerr.InvalidReplicationFactor.Code {
+		t.Fatalf("create kc.wide with 4 replicas on 3 members: code %d, want INVALID_REPLICATION_FACTOR", got.ErrorCode)
+	}
+	c, err := client.Dial(ctx, members["a"].Addr().String(), client.Options{Insecure: true, Tenant: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close(context.Background()) }()
+	info, err := c.StreamInfo(ctx, client.Stream{Tenant: "t", Namespace: "kc", Name: "ledger"})
+	if err != nil || info.Replicas != 3 || info.Shards != 2 || !info.Durable {
+		t.Fatalf("the stream behind kc.ledger: %+v, %v; want durable, 2 shards, 3 replicas", info, err)
+	}
+
+	if _, err := c.StreamInfo(ctx, client.Stream{Tenant: "t", Namespace: "kc", Name: "dry"}); !errors.Is(err, wire.ErrNotFound) {
+		t.Fatalf("kc.dry after validate_only: %v, want not found", err)
+	}
+	desc := request(kmsg.NewPtrDescribeClusterRequest()).(*kmsg.DescribeClusterResponse)
+	if desc.ErrorCode != 0 || len(desc.Brokers) != 3 {
+		t.Fatalf("describe cluster: %+v, want 3 brokers", desc)
+	}
+
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = "ledger-readers", -1
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "kc.ledger"
+	cp := kmsg.NewOffsetCommitRequestTopicPartition()
+	cp.Partition, cp.Offset = 0, 7
+	ct.Partitions = append(ct.Partitions, cp)
+	commit.Topics = append(commit.Topics, ct)
+	if code := request(commit).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("commit: code %d", code)
+	}
+	list := request(kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
+	if list.ErrorCode != 0 || len(list.Groups) != 1 || list.Groups[0].Group != "ledger-readers" {
+		t.Fatalf("list groups over 3 members: %+v, want ledger-readers once", list)
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"ledger-readers"}
+	if code := request(del).(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode; code != 0 {
+		t.Fatalf("delete group: code %d", code)
+	}
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dtt := kmsg.NewDeleteTopicsRequestTopic()
+	dtt.Topic = kmsg.StringPtr("kc.ledger")
+	dt.Topics, dt.TopicNames = append(dt.Topics, dtt), []string{"kc.ledger"}
+	if code := request(dt).(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("delete kc.ledger: code %d", code)
 	}
 }

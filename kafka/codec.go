@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -38,12 +39,12 @@ type apiRange struct{ min, max int16 }
 
 // apis is what ApiVersions advertises, and the only requests served. The
 // ranges are those verified against kgo v1.22.3, sarama v1.61.1 and
-// librdkafka 2.0 (shared/notes/reliability-and-kafka.md §1.2): Fetch and
+// librdkafka 2.0: Fetch and
 // Produce stop before v13, where topics are named by id, which Felix does
 // not have.
 // NOTE: when adding an api, add its handler to conn.dispatch.
 var apis = map[int16]apiRange{
-	0:  {3, 9},  // Produce
+	0:  {0, 9},  // Produce: v0-v2 (old message sets, legacy.go) for librdkafka's codec check
 	1:  {4, 12}, // Fetch
 	2:  {1, 6},  // ListOffsets
 	3:  {1, 12}, // Metadata
@@ -54,10 +55,21 @@ var apis = map[int16]apiRange{
 	12: {0, 4},  // Heartbeat
 	13: {0, 5},  // LeaveGroup
 	14: {0, 5},  // SyncGroup
+	15: {0, 5},  // DescribeGroups (admin: groupadmin.go, topicadmin.go, topicconfigs.go, cluster.go)
+	16: {0, 5},  // ListGroups
 	17: {0, 1},  // SASLHandshake: librdkafka wants v0 advertised; after a v0 handshake the token comes as a raw frame
 	18: {0, 3},  // ApiVersions
+	19: {0, 7},  // CreateTopics
+	20: {0, 6},  // DeleteTopics: v6 may name a topic by id, which is UNKNOWN_TOPIC_ID
 	22: {0, 4},  // InitProducerID
+	32: {0, 4},  // DescribeConfigs
+	33: {0, 2},  // AlterConfigs
 	36: {0, 2},  // SASLAuthenticate
+	37: {0, 3},  // CreatePartitions: always INVALID_PARTITIONS, shards cannot grow
+	42: {0, 2},  // DeleteGroups
+	44: {0, 1},  // IncrementalAlterConfigs
+	47: {0, 0},  // OffsetDelete
+	60: {0, 1},  // DescribeCluster
 }
 
 const apiVersionsKey = 18
@@ -66,25 +78,30 @@ const apiVersionsKey = 18
 type header struct {
 	key, version int16
 	correlation  int32
+	clientID     string // for DescribeGroups; "" when null
 }
 
-// readFrame reads one size-prefixed frame into buf (grown as needed) and
-// returns it. A size above max fails before anything is allocated.
-func readFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
-		return nil, err
-	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 0 || int(n) > max {
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, max)
-	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
-	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
+// frameStep is the first allocation for a frame's body, and its growth
+// thereafter doubles: a client that announces a large request and sends
+// little of it makes the broker hold little, not what it announced.
+const frameStep = 64 << 10
+
+// readBody reads a frame's n bytes of body into a fresh buffer, grown as
+// the bytes arrive.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, 0, min(n, frameStep))
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(n-len(buf), cap(buf)))
+		}
+		m, err := r.Read(buf[len(buf):min(cap(buf), n)])
+		buf = buf[:len(buf)+m]
+		if err != nil && len(buf) < n {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return buf, nil
 }
@@ -110,6 +127,7 @@ func decodeRequest(frame []byte) (header, kmsg.Request, error) {
 		if int(idLen) > len(rest) {
 			return h, nil, fmt.Errorf("%w: client id of %d bytes in %d", ErrMalformed, idLen, len(rest))
 		}
+		h.clientID = string(rest[:idLen])
 		rest = rest[idLen:]
 	}
 	span, ok := apis[h.key]

@@ -3,6 +3,7 @@ package kafka
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +23,9 @@ import (
 // a goroutine of its own; the rest answer inline), and write sends the
 // answers in request order, as Kafka requires. The queue between them, out,
 // holds at most Config.MaxInflight requests: when it is full the reader
-// stops reading and TCP pushes back on the client. That is the bound on a
-// connection's queued work.
+// stops reading and TCP pushes back on the client. That, and the bytes
+// budgets of the requests read (requestBytes) and the Fetch answers built
+// (fetchBytes), bound a connection's queued work.
 type conn struct {
 	l      *Listener
 	nc     net.Conn
@@ -33,14 +35,28 @@ type conn struct {
 	out    chan *pending
 	wg     sync.WaitGroup // write and the fetch goroutines
 
+	// fetchBytes and requestBytes are the connection's in-flight budgets
+	// (Config.MaxInflightFetchBytes, MaxInflightRequestBytes): the read
+	// loop reserves, the writer releases. A connection that ends drops
+	// them with whatever they still hold.
+	fetchBytes, requestBytes *budget
+
 	// Owned by serve's goroutine.
 	sess      service.Session // nil until authenticated
 	tenant    string
-	handshook bool // SASLHandshake PLAIN seen; SASLAuthenticate may follow
+	handshook bool   // SASLHandshake seen; SASLAuthenticate may follow
+	mechanism string // the handshake's SASL mechanism
 	// rawSASL: a v0 SASLHandshake was answered, so the next frame is the
-	// bare PLAIN token, not a request.
+	// bare SASL message, not a request (both of a SCRAM exchange).
 	rawSASL bool
-	topics  topicCache
+	// scram is the SCRAM exchange under way, between its two messages.
+	scram  service.SCRAMLogin
+	topics topicCache
+	// authDeadline is when a connection that has not logged in closes.
+	authDeadline time.Time
+	// releasePreAuth gives back the connection's place among those not
+	// yet authenticated (Config.Admit); read calls it once sess is set.
+	releasePreAuth func()
 }
 
 // pending is one request's answer, in the order requests arrived.
@@ -50,6 +66,11 @@ type pending struct {
 	// closeAfter closes the connection once frame is written.
 	closeAfter bool
 	once       sync.Once
+	// held is a Fetch's share of the connection's fetchBytes, given back
+	// once its answer is written; request is the request's share of
+	// requestBytes, given back once it is answered. Both are set before
+	// the pending is queued, and nil for requests that hold none.
+	held, request *reservation
 }
 
 func newPending() *pending { return &pending{done: make(chan struct{})} }
@@ -71,7 +92,10 @@ func answered(corr int32, resp kmsg.Response) *pending {
 
 func newConn(l *Listener, nc net.Conn, id uint64) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{l: l, nc: nc, id: id, ctx: ctx, cancel: cancel, out: make(chan *pending, l.cfg.MaxInflight)}
+	return &conn{
+		l: l, nc: nc, id: id, ctx: ctx, cancel: cancel, out: make(chan *pending, l.cfg.MaxInflight),
+		fetchBytes: newBudget(l.cfg.MaxInflightFetchBytes), requestBytes: newBudget(l.cfg.MaxInflightRequestBytes),
+	}
 }
 
 // close ends the connection: the reader fails, serve returns.
@@ -109,40 +133,34 @@ func (c *conn) read() (err error) {
 		}
 	}()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
-	var buf []byte
-	_ = c.nc.SetReadDeadline(time.Now().Add(c.l.cfg.AuthTimeout))
-	authed := false
+	c.authDeadline = time.Now().Add(c.l.cfg.AuthTimeout)
 	for {
 		limit := c.l.cfg.MaxRequestBytes
 		if c.sess == nil {
 			limit = c.l.cfg.PreAuthMaxRequestBytes
-		} else if !authed {
-			authed = true
-			_ = c.nc.SetReadDeadline(time.Time{}) // authenticated: no deadline
 		}
-		frame, err := readFrame(br, buf, limit)
+		frame, held, err := c.readRequest(br, limit)
 		if err != nil {
-			if errors.Is(err, ErrFrameTooLarge) {
-				c.l.cfg.Hooks.Request("unknown", "closed")
-			}
 			return err
 		}
-		// A frame's bytes stay referenced by the request (Produce records
-		// alias them), so each frame gets a fresh buffer.
-		buf = nil
 		if c.rawSASL {
 			p, err := c.rawAuthenticate(frame)
+			p.request = held
 			c.out <- p
 			if err != nil {
 				return err
 			}
+			c.leftPreAuth()
 			continue
 		}
 		h, req, err := decodeRequest(frame)
 		if err != nil {
 			p, stop := c.refuse(h, req, err)
 			if p != nil {
+				p.request = held
 				c.out <- p
+			} else {
+				c.requestBytes.release(held)
 			}
 			if stop {
 				return err
@@ -150,7 +168,11 @@ func (c *conn) read() (err error) {
 			continue
 		}
 		p, err := c.dispatch(h, req)
-		if p != nil {
+		c.leftPreAuth()
+		if p == nil {
+			c.requestBytes.release(held)
+		} else {
+			p.request = held
 			select {
 			case c.out <- p:
 			case <-c.ctx.Done():
@@ -161,6 +183,103 @@ func (c *conn) read() (err error) {
 			return err
 		}
 	}
+}
+
+// leftPreAuth gives back the pre-auth place once the connection has a
+// session: from then on it counts among the authenticated ones.
+func (c *conn) leftPreAuth() {
+	if c.sess != nil && c.releasePreAuth != nil {
+		c.releasePreAuth()
+		c.releasePreAuth = nil
+	}
+}
+
+// readRequest reads the next request frame, at most limit bytes, under
+// the deadline of each stage: kafka_idle_timeout_ms for its first byte to
+// come (the connection is idle until then), kafka_request_read_timeout_ms
+// for the rest once it has, and before authenticating never past
+// auth_timeout_ms from the connection's start. Its body is read once the
+// connection's in-flight request bytes leave room for it; the reservation
+// is returned with the frame, to be given back when it is answered.
+func (c *conn) readRequest(br *bufio.Reader, limit int) ([]byte, *reservation, error) {
+	c.setReadDeadline(c.l.cfg.IdleTimeout)
+	if _, err := br.Peek(1); err != nil {
+		return nil, nil, c.readFailed(err, "kafka_idle_timeout_ms")
+	}
+	c.setReadDeadline(c.l.cfg.RequestReadTimeout)
+	var size [4]byte
+	if _, err := io.ReadFull(br, size[:]); err != nil {
+		return nil, nil, c.readFailed(err, "kafka_request_read_timeout_ms")
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 0 || int(n) > limit {
+		return nil, nil, c.tooLarge(br, n, limit)
+	}
+	held := c.requestBytes.reserve(int(n))
+	if err := c.requestBytes.wait(c.ctx, held); err != nil {
+		return nil, nil, err
+	}
+	// The wait was the broker's, not the client's: its time is not the
+	// client's to make up.
+	c.setReadDeadline(c.l.cfg.RequestReadTimeout)
+	frame, err := readBody(br, int(n))
+	if err != nil {
+		c.requestBytes.release(held)
+		return nil, nil, c.readFailed(err, "kafka_request_read_timeout_ms")
+	}
+	return frame, held, nil
+}
+
+// setReadDeadline sets the read deadline d from now, or the login's
+// deadline when that comes first.
+func (c *conn) setReadDeadline(d time.Duration) {
+	deadline := time.Now().Add(d)
+	if c.sess == nil && c.authDeadline.Before(deadline) {
+		deadline = c.authDeadline
+	}
+	_ = c.nc.SetReadDeadline(deadline)
+}
+
+// readFailed reports a read error: a deadline is counted under its knob
+// (auth_timeout_ms before the login) and logged, so an operator can tell
+// a client cut off from one that left.
+func (c *conn) readFailed(err error, knob string) error {
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return err
+	}
+	if c.sess == nil {
+		knob = "auth_timeout_ms"
+	}
+	c.l.cfg.Hooks.Limit(knob)
+	c.l.cfg.Log.Info().Uint64("conn", c.id).Str("remote", c.nc.RemoteAddr().String()).Str("tenant", c.tenant).Str("limit", knob).
+		Msg("kafka: read deadline passed; connection closed")
+	return fmt.Errorf("kafka: %s: %w", knob, err)
+}
+
+// tooLarge refuses a frame of n bytes, past limit, by closing the
+// connection, as Kafka does: nothing of it can be answered without
+// reading it. It is logged at warn with the api when its header is
+// already buffered, because the client will most likely only see a
+// broken connection (kgo retries it, librdkafka reports the login).
+func (c *conn) tooLarge(br *bufio.Reader, n int32, limit int) error {
+	knob := "kafka_max_request_bytes"
+	if limit != c.l.cfg.MaxRequestBytes { // before the login, without an anonymous tenant
+		knob = "pre_auth_max_frame_bytes"
+	}
+	api := "unknown"
+	if br.Buffered() >= 2 {
+		key, _ := br.Peek(2)
+		if name := kmsg.NameForKey(int16(binary.BigEndian.Uint16(key))); name != "" {
+			api = name
+		}
+	}
+	c.l.cfg.Hooks.Request(api, "closed")
+	c.l.cfg.Hooks.Limit(knob)
+	c.l.cfg.Log.Warn().Uint64("conn", c.id).Str("remote", c.nc.RemoteAddr().String()).Str("tenant", c.tenant).
+		Str("api", api).Int32("size", n).Int("limit", limit).Str("knob", knob).
+		Msg("kafka: request larger than the limit; connection closed (raise the knob, or lower the client's max request size)")
+	return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, limit)
 }
 
 // refuse answers a request that did not decode: an ApiVersions at an
@@ -194,6 +313,7 @@ func (c *conn) write() {
 		case <-c.ctx.Done():
 			continue
 		}
+		c.requestBytes.release(p.request)
 		if p.frame != nil && c.ctx.Err() == nil {
 			if _, err := bw.Write(p.frame); err != nil {
 				c.close()
@@ -207,6 +327,8 @@ func (c *conn) write() {
 				c.close()
 			}
 		}
+		// Written to the buffer is as good as gone: it is at most 64 KiB.
+		c.fetchBytes.release(p.held)
 		if p.closeAfter {
 			c.close()
 		}
@@ -255,6 +377,28 @@ func (c *conn) dispatch(h header, req kmsg.Request) (*pending, error) {
 		return c.handleOffsetCommit(h, r), nil
 	case *kmsg.OffsetFetchRequest:
 		return c.handleOffsetFetch(h, r), nil
+	case *kmsg.CreateTopicsRequest:
+		return c.handleCreateTopics(h, r), nil
+	case *kmsg.DeleteTopicsRequest:
+		return c.handleDeleteTopics(h, r), nil
+	case *kmsg.CreatePartitionsRequest:
+		return c.handleCreatePartitions(h, r), nil
+	case *kmsg.DescribeConfigsRequest:
+		return c.handleDescribeConfigs(h, r), nil
+	case *kmsg.AlterConfigsRequest:
+		return c.handleAlterConfigs(h, r), nil
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return c.handleIncrementalAlterConfigs(h, r), nil
+	case *kmsg.ListGroupsRequest:
+		return c.handleListGroups(h, r), nil
+	case *kmsg.DescribeGroupsRequest:
+		return c.handleDescribeGroups(h, r), nil
+	case *kmsg.DeleteGroupsRequest:
+		return c.handleDeleteGroups(h, r), nil
+	case *kmsg.OffsetDeleteRequest:
+		return c.handleOffsetDelete(h, r), nil
+	case *kmsg.DescribeClusterRequest:
+		return c.handleDescribeCluster(h, r), nil
 	}
 	// Unreachable while apis and this switch agree.
 	c.l.cfg.Hooks.Request(name, "closed")

@@ -2,16 +2,14 @@ package kafka
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
 	"testing"
 
-	"github.com/golang/snappy"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/getfelix/felix-go/service"
 )
 
 // FuzzRequest: decodeRequest never panics, whatever the frame; a request
@@ -54,7 +52,8 @@ func FuzzRequest(f *testing.F) {
 }
 
 // FuzzRecordBatch: parseBatch never panics and never returns more than
-// the bound, whatever the batch, compressed or not (bombs included).
+// the bound, whatever the batch, compressed or not (bombs included), and
+// the size it reports covers the values it returns.
 func FuzzRecordBatch(f *testing.F) {
 	values := [][]byte{[]byte("a"), bytes.Repeat([]byte("b"), 300), nil}
 	for codec := range 5 {
@@ -62,6 +61,7 @@ func FuzzRecordBatch(f *testing.F) {
 	}
 	f.Add(seedBatch(codecZstd, [][]byte{make([]byte, 1<<20)}))
 	f.Add(seedBatch(codecGzip, [][]byte{make([]byte, 1<<20)}))
+	f.Add(seedBatch(codecNone, [][]byte{make([]byte, 100<<10)})) // past the bound as sent
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		const max = 64 << 10
 		b, err := parseBatch(raw, max)
@@ -72,8 +72,8 @@ func FuzzRecordBatch(f *testing.F) {
 		for _, v := range b.values {
 			n += len(v)
 		}
-		if n > max || len(b.values) == 0 {
-			t.Fatalf("accepted %d values of %d bytes, bound %d", len(b.values), n, max)
+		if n > max || b.size > max || n > b.size || len(b.values) == 0 {
+			t.Fatalf("accepted %d values of %d bytes (%d decompressed), bound %d", len(b.values), n, b.size, max)
 		}
 	})
 }
@@ -92,34 +92,6 @@ func seedBatch(codec int, values [][]byte) []byte {
 	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
 	binary.BigEndian.PutUint32(raw[batchCRCOffset:], crc32.Checksum(raw[batchCRCFrom:], castagnoli))
 	return raw
-}
-
-func compress(codec int, b []byte) []byte {
-	var buf bytes.Buffer
-	switch codec {
-	case codecGzip:
-		w := gzip.NewWriter(&buf)
-		_, _ = w.Write(b)
-		_ = w.Close()
-	case codecSnappy:
-		// xerial framing, as the Java client sends it.
-		buf.Write(xerialMagic)
-		buf.Write([]byte{0, 0, 0, 1, 0, 0, 0, 1})
-		block := snappy.Encode(nil, b)
-		_ = binary.Write(&buf, binary.BigEndian, uint32(len(block)))
-		buf.Write(block)
-	case codecLZ4:
-		w := lz4.NewWriter(&buf)
-		_, _ = w.Write(b)
-		_ = w.Close()
-	case codecZstd:
-		enc, _ := zstd.NewWriter(nil)
-		defer enc.Close()
-		return enc.EncodeAll(b, nil)
-	default:
-		return b
-	}
-	return buf.Bytes()
 }
 
 // TestParseBatchCodecs: a batch in each codec decodes to its values, and
@@ -154,4 +126,29 @@ func checkUnsupported(t *testing.T, h header, req kmsg.Request) {
 	if err := back.ReadFrom(resp.AppendTo(nil)); err != nil {
 		t.Fatalf("api %d v%d: the UNSUPPORTED_VERSION answer does not parse back: %v", h.key, h.version, err)
 	}
+}
+
+// FuzzTopicConfig: a CreateTopics config, whatever its name and value,
+// never panics, and one accepted leaves the stream's retention
+// non-negative (an overflowing value once wrapped to a fraction of a
+// millisecond); an alter's comparison of it never panics either.
+func FuzzTopicConfig(f *testing.F) {
+	for _, kv := range [][2]string{
+		{"retention.ms", "3600000"}, {"retention.ms", "-1"}, {"retention.ms", "9223372036854775807"},
+		{"retention.bytes", "0"}, {"retention.bytes", "1e9"}, {"cleanup.policy", "compact,delete"},
+		{"cleanup.policy", " delete "}, {"max.message.bytes", "16777216"}, {"segment.ms", "1"},
+	} {
+		f.Add(kv[0], kv[1])
+	}
+	l := &Listener{cfg: Config{}.withDefaults()}
+	c := &conn{l: l}
+	f.Fuzz(func(t *testing.T, name, value string) {
+		var spec service.StreamSpec
+		if err := c.applyTopicConfig(&spec, name, &value); err == nil && (spec.RetentionAge < 0 || spec.RetentionBytes < 0) {
+			t.Fatalf("%s=%q accepted as retention %v, %d bytes", name, value, spec.RetentionAge, spec.RetentionBytes)
+		}
+		for _, e := range c.topicConfigs(&service.StreamInfo{}) {
+			_ = sameConfig(e, &value)
+		}
+	})
 }

@@ -58,7 +58,9 @@ func (fakeSession) Stream(_ context.Context, s wire.Scope) (*service.StreamInfo,
 func (fakeSession) Streams(context.Context, string, string) ([]service.StreamInfo, error) {
 	return nil, nil
 }
-func (fakeSession) DeleteStream(context.Context, wire.Scope) error { return nil }
+func (fakeSession) CheckCreateStream(context.Context, *service.StreamSpec) error { return nil }
+func (fakeSession) DeleteStream(context.Context, wire.Scope) error               { return nil }
+func (fakeSession) AuthorizeGroups(wire.Scope, bool) error                       { return nil }
 func (fakeSession) ShardOwners(context.Context, wire.Scope) (*service.Topology, error) {
 	return nil, wire.ErrInvalidRequest
 }
@@ -104,6 +106,9 @@ func FuzzConn(f *testing.F) {
 	join.Group, join.ProtocolType, join.SessionTimeoutMillis = "g", "consumer", 10
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
 	f.Add(kmsg.NewRequestFormatter().AppendRequest(nil, join, 3))
+	for i, req := range adminSeeds() {
+		f.Add(kmsg.NewRequestFormatter().AppendRequest(nil, req, int32(10+i)))
+	}
 	f.Fuzz(func(t *testing.T, frames []byte) {
 		l := &Listener{cfg: Config{AnonymousTenant: "t", Advertise: "127.0.0.1:9092", MaxFetchWait: time.Millisecond, MaxRequestBytes: 1 << 20, Hooks: panicHooks{t: t}}.withDefaults(),
 			svc: fakeService{}, producers: newProducerMap(16), groups: newCoordinator()}
@@ -141,4 +146,64 @@ func TestFuzzConnSeedsAnswer(t *testing.T) {
 	if _, err := io.ReadFull(client, hdr[:]); err != nil || binary.BigEndian.Uint32(hdr[4:]) != 9 {
 		t.Fatalf("no ApiVersions answer: %v %x", err, hdr)
 	}
+}
+
+// adminSeeds are admin requests with content, each at its highest served
+// version: the handlers' paths past an empty request.
+func adminSeeds() []kmsg.Request {
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "orders", 3, -1
+	for _, kv := range [][2]string{{"retention.ms", "3600000"}, {"cleanup.policy", "compact"}, {"x", "y"}} {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = kv[0], kmsg.StringPtr(kv[1])
+		ct.Configs = append(ct.Configs, c)
+	}
+	create.Topics = append(create.Topics, ct, ct)
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("ns.s")
+	del.Topics = append(del.Topics, dt, kmsg.NewDeleteTopicsRequestTopic())
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	gt := kmsg.NewCreatePartitionsRequestTopic()
+	gt.Topic, gt.Count = "ns.s", 9
+	grow.Topics = append(grow.Topics, gt)
+	describe := kmsg.NewPtrDescribeConfigsRequest()
+	for _, typ := range []kmsg.ConfigResourceType{kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker, 8} {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = typ, "ns.s"
+		describe.Resources = append(describe.Resources, r)
+	}
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, "ns.s"
+	for op := range kmsg.IncrementalAlterConfigOp(5) {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = "retention.bytes", op, kmsg.StringPtr("-1")
+		ar.Configs = append(ar.Configs, c)
+	}
+	alter.Resources = append(alter.Resources, ar)
+	alterAll := kmsg.NewPtrAlterConfigsRequest()
+	aa := kmsg.NewAlterConfigsRequestResource()
+	aa.ResourceType, aa.ResourceName = kmsg.ConfigResourceTypeTopic, "orders"
+	alterAll.Resources = append(alterAll.Resources, aa)
+	groups := kmsg.NewPtrDescribeGroupsRequest()
+	groups.Groups = []string{"g", ""}
+	delGroups := kmsg.NewPtrDeleteGroupsRequest()
+	delGroups.Groups = []string{"g", "h"}
+	offDel := kmsg.NewPtrOffsetDeleteRequest()
+	offDel.Group = "g"
+	ot := kmsg.NewOffsetDeleteRequestTopic()
+	ot.Topic = "ns.s"
+	ot.Partitions = append(ot.Partitions, kmsg.NewOffsetDeleteRequestTopicPartition())
+	offDel.Topics = append(offDel.Topics, ot)
+	list := kmsg.NewPtrListGroupsRequest()
+	list.StatesFilter, list.TypesFilter = []string{"Empty"}, []string{"classic"}
+	cluster := kmsg.NewPtrDescribeClusterRequest()
+	cluster.EndpointType = 2
+	out := []kmsg.Request{create, del, grow, describe, alter, alterAll, groups, delGroups, offDel, list, cluster}
+	for _, req := range out {
+		req.SetVersion(apis[req.Key()].max)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 
 // The classic consumer group protocol (JoinGroup, SyncGroup, Heartbeat,
 // LeaveGroup), coordinated by the broker the client is connected to: a
-// single broker is every group's coordinator. Beyond the reference, which
-// refuses FindCoordinator.
+// single broker is every group's coordinator (in a cluster, the owner of
+// the tenant's __kafka/offsets).
 //
 // A group moves empty → preparing (a rebalance: every member must send
 // JoinGroup again, within the rebalance timeout) → completing (the
@@ -22,6 +23,17 @@ import (
 // LeaveGroup, or a member whose session expires starts a rebalance; the
 // others learn of it from Heartbeat (REBALANCE_IN_PROGRESS) and join again.
 // The coordinator assigns nothing itself: the leader's client does.
+//
+// Static members (KIP-345, group.instance.id, JoinGroup v5+) are members
+// known by their instance id as well: a JoinGroup without a member id for
+// an instance the group has takes its place under a new member id (the
+// old one is fenced: FENCED_INSTANCE_ID), a LeaveGroup may name the
+// instance alone, and a request naming an instance with another member id
+// is FENCED_INSTANCE_ID. A static member that closes sends no LeaveGroup,
+// so it stays until its session expires or a LeaveGroup names it. Unlike
+// Apache Kafka, a static member's return rebalances the group as any join
+// does (Kafka hands back its old assignment without one): slower, never
+// wrong.
 //
 // State lives in the coordinator under one mutex, touched only by the
 // handlers (from connections' read loops) and the expiry ticker. A member
@@ -57,14 +69,18 @@ const (
 type groupKey struct{ tenant, group string }
 
 type member struct {
-	id        string
-	protocols []kmsg.JoinGroupRequestProtocol
-	session   time.Duration
-	rebalance time.Duration
-	lastSeen  time.Time
-	join      *joinWait // waiting for the rebalance to complete
-	sync      *syncWait // waiting for the leader's assignment
-	assigned  []byte
+	id string
+	// instance is a static member's group.instance.id, nil for a dynamic
+	// one; clientID and clientHost are for DescribeGroups.
+	instance             *string
+	clientID, clientHost string
+	protocols            []kmsg.JoinGroupRequestProtocol
+	session              time.Duration
+	rebalance            time.Duration
+	lastSeen             time.Time
+	join                 *joinWait // waiting for the rebalance to complete
+	sync                 *syncWait // waiting for the leader's assignment
+	assigned             []byte
 }
 
 type joinWait struct {
@@ -86,7 +102,8 @@ type group struct {
 	protocol     string
 	leader       string
 	members      map[string]*member
-	deadline     time.Time // of the rebalance under way
+	static       map[string]string // instance id → member id
+	deadline     time.Time         // of the rebalance under way
 }
 
 // coordinator holds every group of the listener.
@@ -137,7 +154,7 @@ func (co *coordinator) expire(now time.Time) {
 	for key, g := range co.mu.groups {
 		for id, m := range g.members {
 			if m.join == nil && m.sync == nil && now.Sub(m.lastSeen) > m.session {
-				co.removeLocked(g, id)
+				co.removeLocked(g, id, kerr.UnknownMemberID.Code)
 			}
 		}
 		if g.state == groupPreparing && now.After(g.deadline) {
@@ -153,14 +170,20 @@ func (co *coordinator) expire(now time.Time) {
 func (co *coordinator) groupLocked(k groupKey) *group {
 	g := co.mu.groups[k]
 	if g == nil {
-		g = &group{members: make(map[string]*member)}
+		g = &group{members: make(map[string]*member), static: make(map[string]string)}
 		co.mu.groups[k] = g
 	}
 	return g
 }
 
+// joiner is who sends a JoinGroup, for DescribeGroups.
+type joiner struct {
+	conn                 uint64
+	clientID, clientHost string
+}
+
 // join handles a JoinGroup: the answer comes when the rebalance completes.
-func (co *coordinator) join(k groupKey, corr int32, r *kmsg.JoinGroupRequest, connID uint64) *pending {
+func (co *coordinator) join(k groupKey, corr int32, r *kmsg.JoinGroupRequest, from joiner) *pending {
 	resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
 	w := &joinWait{p: newPending(), corr: corr, resp: resp}
 	co.mu.Lock()
@@ -174,6 +197,17 @@ func (co *coordinator) join(k groupKey, corr int32, r *kmsg.JoinGroupRequest, co
 	}
 	g := co.groupLocked(k)
 	id := r.MemberID
+	if r.InstanceID != nil {
+		known, ok := g.static[*r.InstanceID]
+		switch {
+		case ok && id != "" && id != known:
+			return w.fail(kerr.FencedInstanceID.Code)
+		case ok && id == "":
+			// The instance came back (a restart): its old membership is
+			// fenced and this join takes its place.
+			co.removeLocked(g, known, kerr.FencedInstanceID.Code)
+		}
+	}
 	switch {
 	case id == "" && len(g.members) >= maxGroupMembers:
 		return w.fail(kerr.GroupMaxSizeReached.Code)
@@ -183,13 +217,17 @@ func (co *coordinator) join(k groupKey, corr int32, r *kmsg.JoinGroupRequest, co
 		return w.fail(kerr.UnknownMemberID.Code)
 	case id == "":
 		co.nextID++
-		id = fmt.Sprintf("felix-%d-%d", connID, co.nextID)
+		id = fmt.Sprintf("felix-%d-%d", from.conn, co.nextID)
 	}
 	m := g.members[id]
 	if m == nil {
-		m = &member{id: id}
+		m = &member{id: id, instance: r.InstanceID}
 		g.members[id] = m
+		if m.instance != nil {
+			g.static[*m.instance] = id
+		}
 	}
+	m.clientID, m.clientHost = from.clientID, from.clientHost
 	if m.join != nil {
 		m.join.fail(kerr.RebalanceInProgress.Code) // replaced by this one
 	}
@@ -290,7 +328,7 @@ func (co *coordinator) answerJoinLocked(g *group, m *member) {
 	if m.id == g.leader {
 		for _, o := range g.members {
 			jm := kmsg.NewJoinGroupResponseMember()
-			jm.MemberID = o.id
+			jm.MemberID, jm.InstanceID = o.id, o.instance
 			jm.ProtocolMetadata = protocolMetadata(o, g.protocol)
 			resp.Members = append(resp.Members, jm)
 		}
@@ -341,6 +379,8 @@ func (co *coordinator) sync(k groupKey, corr int32, r *kmsg.SyncGroupRequest) *p
 	switch {
 	case m == nil:
 		return w.fail(kerr.UnknownMemberID.Code)
+	case fenced(g, r.InstanceID, m.id):
+		return w.fail(kerr.FencedInstanceID.Code)
 	case r.Generation != g.generation:
 		return w.fail(kerr.IllegalGeneration.Code)
 	case g.state == groupPreparing:
@@ -376,53 +416,127 @@ func (co *coordinator) sync(k groupKey, corr int32, r *kmsg.SyncGroupRequest) *p
 func (co *coordinator) heartbeat(k groupKey, r *kmsg.HeartbeatRequest) int16 {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	return co.checkMemberLocked(k, r.MemberID, r.Generation)
+	return memberCodeLocked(co.mu.groups[k], r.MemberID, r.InstanceID, r.Generation, groupPreparing)
 }
 
-// checkMemberLocked is the code for a member's request at generation gen:
-// 0 when it may go on. REQUIRES: co.mu.
-func (co *coordinator) checkMemberLocked(k groupKey, id string, gen int32) int16 {
+// commitCode is the coordinator's check of an OffsetCommit: 0 when its
+// commits may be kept. It makes Kafka's checks, in Kafka's order:
+//
+//   - No member and generation -1 is a simple consumer's commit (one that
+//     assigns itself partitions and keeps its offsets in the group):
+//     accepted while the group has no members, UNKNOWN_MEMBER_ID while it
+//     has, as they own the group's offsets then.
+//   - Otherwise the member must be in the group (UNKNOWN_MEMBER_ID) at its
+//     generation (ILLEGAL_GENERATION); a group never seen has no
+//     generation to match (ILLEGAL_GENERATION).
+//   - A member of the current generation commits while the group is
+//     stable and also while a rebalance is being prepared: an eager
+//     assignor's client commits what it processed when its partitions are
+//     revoked, before it joins again, and refusing that commit (as a
+//     Heartbeat is refused) made the partitions' next owner process those
+//     records again. The member learns of the rebalance from its
+//     Heartbeat.
+//   - Once the rebalance completes, a member of the new generation that
+//     has not synced has no assignment to commit for:
+//     REBALANCE_IN_PROGRESS, which the client retries after its SyncGroup.
+func (co *coordinator) commitCode(k groupKey, id string, instance *string, gen int32) int16 {
+	co.mu.Lock()
+	defer co.mu.Unlock()
 	g := co.mu.groups[k]
+	if gen < 0 && id == "" {
+		if g != nil && len(g.members) > 0 {
+			return kerr.UnknownMemberID.Code
+		}
+		return 0
+	}
+	if g == nil && gen >= 0 {
+		return kerr.IllegalGeneration.Code
+	}
+	return memberCodeLocked(g, id, instance, gen, groupCompleting)
+}
+
+// memberCodeLocked is the code for member id (static: of instance) of g
+// (nil: no such group) at generation gen, refused REBALANCE_IN_PROGRESS
+// while g is in busy (a heartbeat while a rebalance is prepared, a commit
+// while it completes); 0 counts as a sign of life. REQUIRES: co.mu.
+func memberCodeLocked(g *group, id string, instance *string, gen int32, busy groupState) int16 {
 	var m *member
 	if g != nil {
 		m = g.members[id]
 	}
 	switch {
+	case g != nil && fenced(g, instance, id):
+		return kerr.FencedInstanceID.Code
 	case m == nil:
 		return kerr.UnknownMemberID.Code
 	case gen != g.generation:
 		return kerr.IllegalGeneration.Code
-	case g.state == groupPreparing:
+	case g.state == busy:
 		return kerr.RebalanceInProgress.Code
 	}
 	m.lastSeen = time.Now()
 	return 0
 }
 
+// fenced reports whether a request naming instance comes from another
+// member than the one the group knows for it (a static member that was
+// replaced). REQUIRES: co.mu.
+func fenced(g *group, instance *string, id string) bool {
+	if instance == nil {
+		return false
+	}
+	known, ok := g.static[*instance]
+	return ok && known != id
+}
+
+// leaving is a member a LeaveGroup names: by member id, by instance id
+// (static members, v3+), or both.
+type leaving struct {
+	id       string
+	instance *string
+}
+
 // leave removes members; the others rebalance.
-func (co *coordinator) leave(k groupKey, ids []string) []int16 {
+func (co *coordinator) leave(k groupKey, who []leaving) []int16 {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	codes := make([]int16, len(ids))
+	codes := make([]int16, len(who))
 	g := co.mu.groups[k]
-	for i, id := range ids {
+	for i, l := range who {
+		id := l.id
+		if g != nil && l.instance != nil {
+			known, ok := g.static[*l.instance]
+			switch {
+			case !ok:
+				id = ""
+			case id != "" && id != known:
+				codes[i] = kerr.FencedInstanceID.Code
+				continue
+			default:
+				id = known
+			}
+		}
 		if g == nil || g.members[id] == nil {
 			codes[i] = kerr.UnknownMemberID.Code
 			continue
 		}
-		co.removeLocked(g, id)
+		co.removeLocked(g, id, kerr.UnknownMemberID.Code)
 	}
 	return codes
 }
 
-// removeLocked takes a member out and rebalances the rest. REQUIRES: co.mu.
-func (co *coordinator) removeLocked(g *group, id string) {
+// removeLocked takes a member out and rebalances the rest; its waiting
+// JoinGroup or SyncGroup is answered code. REQUIRES: co.mu.
+func (co *coordinator) removeLocked(g *group, id string, code int16) {
 	m := g.members[id]
 	if m.join != nil {
-		m.join.fail(kerr.UnknownMemberID.Code)
+		m.join.fail(code)
 	}
 	if m.sync != nil {
-		m.sync.fail(kerr.UnknownMemberID.Code)
+		m.sync.fail(code)
+	}
+	if m.instance != nil && g.static[*m.instance] == id {
+		delete(g.static, *m.instance)
 	}
 	delete(g.members, id)
 	if len(g.members) == 0 {
@@ -435,4 +549,16 @@ func (co *coordinator) removeLocked(g *group, id string) {
 	if co.allJoinedLocked(g) {
 		co.completeLocked(g)
 	}
+}
+
+// remoteHost is a client's host as Kafka's DescribeGroups gives it.
+func remoteHost(addr net.Addr) string {
+	if addr == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "/" + addr.String()
+	}
+	return "/" + host
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/getfelix/felix-go/service"
 )
 
 // Kafka's special ListOffsets timestamps.
@@ -22,8 +24,10 @@ var (
 
 // handleListOffsets answers earliest (-2), latest (-1, the committed end,
 // which is also the last stable offset: Felix has no transactions) and
-// by time (the first record stored at or after it, or the committed end
-// when every record is older) through the service's OffsetForTime.
+// by time (the first record whose stored time is at or after it) through
+// the service's OffsetForTime. As Kafka answers: earliest and latest
+// carry timestamp -1; a time lookup carries the record's timestamp, and
+// offset -1 and timestamp -1 when every record is older.
 func (c *conn) handleListOffsets(h header, r *kmsg.ListOffsetsRequest) *pending {
 	resp := r.ResponseKind().(*kmsg.ListOffsetsResponse)
 	var code int16
@@ -37,9 +41,7 @@ func (c *conn) handleListOffsets(h header, r *kmsg.ListOffsetsRequest) *pending 
 			p.Timestamp, p.Offset = -1, -1
 			perr := partitionError(info, err, rp.Partition)
 			if perr == nil {
-				var off uint64
-				off, perr = c.sess.OffsetForTime(c.ctx, info.scope, uint32(rp.Partition), listTime(rp.Timestamp))
-				p.Offset = int64(off)
+				p.Offset, p.Timestamp, perr = c.listOffset(info, uint32(rp.Partition), rp.Timestamp)
 			}
 			if perr != nil {
 				p.ErrorCode = topicCode(perr)
@@ -51,6 +53,22 @@ func (c *conn) handleListOffsets(h header, r *kmsg.ListOffsetsRequest) *pending 
 	}
 	c.count(h.key, code)
 	return answered(h.correlation, resp)
+}
+
+// listOffset is one partition's answer: the offset and the timestamp.
+func (c *conn) listOffset(t topicInfo, shard uint32, ts int64) (int64, int64, error) {
+	off, err := c.sess.OffsetForTime(c.ctx, t.scope, shard, listTime(ts))
+	if err != nil || ts == timestampEarliest || ts < timestampEarliest || ts == timestampLatest {
+		return int64(off), -1, err
+	}
+	page, err := c.sess.Read(c.ctx, &service.Read{Scope: t.scope, Shard: shard, From: off, MaxRecords: 1})
+	if err != nil {
+		return -1, -1, err
+	}
+	if len(page.Records) == 0 { // every record is older
+		return -1, -1, nil
+	}
+	return int64(off), page.Records[0].Time.UnixMilli(), nil
 }
 
 // listTime is the time a ListOffsets timestamp asks for.

@@ -15,6 +15,13 @@ import (
 type topicInfo struct {
 	scope  wire.Scope
 	shards uint32
+	// logAppendTime: the stream keeps append times only, and Fetch marks
+	// its batches so (message.timestamp.type=LogAppendTime).
+	logAppendTime bool
+	// codec compresses Fetch's batches where that saves bytes: the
+	// stream's compression (compression.type); codecProducer for each
+	// record's own.
+	codec int
 }
 
 // topicCache remembers the topics a connection resolved, so a Produce or
@@ -24,8 +31,8 @@ type topicCache map[string]topicInfo
 
 const maxCachedTopics = 1024
 
-// errInvalidTopic is a topic name that is not `<namespace>.<stream>`.
-var errInvalidTopic = errors.New("kafka: topic is not <namespace>.<stream> of valid Felix names")
+// errInvalidTopic is a topic name that maps to no stream (mapping.go).
+var errInvalidTopic = errors.New("kafka: topic is not <stream> or <namespace>.<stream> of valid Felix names")
 
 // nodeID is this broker's Kafka node id. A single broker is node 0.
 const nodeID = 0
@@ -36,7 +43,7 @@ func (c *conn) topic(ctx context.Context, name string, create bool) (topicInfo, 
 	if t, ok := c.topics[name]; ok {
 		return t, nil
 	}
-	scope, ok := topicScope(c.tenant, name)
+	scope, ok := c.l.names().scope(c.tenant, name)
 	if !ok {
 		return topicInfo{}, errInvalidTopic
 	}
@@ -47,13 +54,13 @@ func (c *conn) topic(ctx context.Context, name string, create bool) (topicInfo, 
 	if err != nil {
 		return topicInfo{}, err
 	}
-	if !info.Durable {
-		return topicInfo{}, errInMemory
+	if err := notTopic(info); err != nil {
+		return topicInfo{}, err
 	}
 	if c.topics == nil || len(c.topics) >= maxCachedTopics {
 		c.topics = make(topicCache)
 	}
-	t := topicInfo{scope: scope, shards: info.Shards}
+	t := topicInfo{scope: scope, shards: info.Shards, logAppendTime: info.LogAppendTime, codec: fetchCodec(info.Compression)}
 	c.topics[name] = t
 	return t, nil
 }
@@ -86,7 +93,7 @@ func (c *conn) handleMetadata(h header, r *kmsg.MetadataRequest) *pending {
 	resp.ClusterID = &cluster
 	resp.ControllerID = v.self
 	ctx := c.ctx
-	names, err := c.requestedTopics(ctx, r)
+	names, err := c.requestedTopics(ctx, r, v.ids == nil)
 	if err != nil {
 		// Listing failed (a permission): answer no topics rather than
 		// fail the connection.
@@ -94,6 +101,10 @@ func (c *conn) handleMetadata(h header, r *kmsg.MetadataRequest) *pending {
 		return answered(h.correlation, resp)
 	}
 	for _, name := range names {
+		if name == consumerOffsetsTopic {
+			resp.Topics = append(resp.Topics, c.consumerOffsetsMetadata(ctx, v))
+			continue
+		}
 		t, err := c.topic(ctx, name, r.AllowAutoTopicCreation)
 		mt := metadataTopic(name, t, topicCode(err), v.ids == nil)
 		if err == nil && v.ids != nil {
@@ -106,8 +117,11 @@ func (c *conn) handleMetadata(h header, r *kmsg.MetadataRequest) *pending {
 }
 
 // requestedTopics is the request's topic names, or every durable stream of
-// the tenant that has a topic name when it names none (a nil list).
-func (c *conn) requestedTopics(ctx context.Context, r *kmsg.MetadataRequest) ([]string, error) {
+// the tenant that has a topic name when it names none (a nil list), and
+// __consumer_offsets: always on a single broker, whose coordinator is
+// itself; in a cluster once the tenant's offsets stream exists, since
+// finding its coordinator would create it.
+func (c *conn) requestedTopics(ctx context.Context, r *kmsg.MetadataRequest, single bool) ([]string, error) {
 	if r.Topics != nil {
 		names := make([]string, 0, len(r.Topics))
 		for _, t := range r.Topics {
@@ -123,11 +137,40 @@ func (c *conn) requestedTopics(ctx context.Context, r *kmsg.MetadataRequest) ([]
 	}
 	var names []string
 	for _, info := range infos {
-		if name, ok := topicName(info.Scope); ok && info.Durable {
+		if name, ok := c.l.names().topic(info.Scope); ok && notTopic(&info) == nil {
 			names = append(names, name)
 		}
 	}
+	if single {
+		names = append(names, consumerOffsetsTopic)
+	} else if _, err := c.sess.Stream(ctx, offsetsScope(c.tenant)); err == nil {
+		names = append(names, consumerOffsetsTopic)
+	}
 	return names, nil
+}
+
+// consumerOffsetsTopic is Kafka's internal topic of group commits. Felix
+// keeps them in the tenant's __kafka/offsets stream, in a format of its
+// own (offsets.go), so it is no topic to read or write: its name maps to
+// no stream (INVALID_TOPIC_EXCEPTION). Metadata still lists it, marked
+// internal, with one partition led by the group coordinator, since
+// clients and tools expect it there (a regex consumer skips internal
+// topics, and finds them so).
+const consumerOffsetsTopic = "__consumer_offsets"
+
+// consumerOffsetsMetadata is __consumer_offsets's Metadata entry.
+func (c *conn) consumerOffsetsMetadata(ctx context.Context, v brokerView) kmsg.MetadataResponseTopic {
+	name := consumerOffsetsTopic
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic, mt.IsInternal = &name, true
+	id, _, code := c.coordinatorOf(ctx, v)
+	p := kmsg.NewMetadataResponseTopicPartition()
+	p.Leader, p.Replicas, p.ISR = id, []int32{id}, []int32{id}
+	if code != 0 {
+		p.Leader, p.ErrorCode, p.Replicas, p.ISR = -1, kerr.LeaderNotAvailable.Code, []int32{}, []int32{}
+	}
+	mt.Partitions = append(mt.Partitions, p)
+	return mt
 }
 
 // metadataTopic is a topic's entry; single lists its partitions, all led

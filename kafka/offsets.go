@@ -17,8 +17,13 @@ import (
 // Committed offsets. A group's commits are kept durably beside the
 // streams: one durable stream per tenant, `__kafka/offsets`, one record
 // per committed partition offset (JSON: group, topic, partition, offset,
-// metadata), appended before the commit is answered. The namespace
-// `__kafka` is reserved: no topic maps to it (topicScope). After a
+// metadata), appended before the commit is answered; a tombstone
+// (Deleted) forgets the group's commit of its partition, or with no topic
+// every commit of the group (DeleteGroups, OffsetDelete: groupadmin.go). A commit's topic is
+// kept as its stream's full `<namespace>.<stream>` (commitKey), whatever
+// name the client gave, so that `orders` and `default.orders` share their
+// commits and a change of the default namespace does not move them. The
+// namespace `__kafka` is reserved: no topic maps to it (topicMapping). After a
 // restart, the first group request of a tenant reads that stream back,
 // the last commit of each partition winning. Deleting the stream forgets
 // every commit of the tenant.
@@ -36,8 +41,12 @@ type commitRecord struct {
 	Partition int32   `json:"p"`
 	Offset    int64   `json:"o"`
 	Metadata  *string `json:"m,omitempty"`
+	// Deleted marks a tombstone. Its offset is -1, so a broker that
+	// predates tombstones reads it as no commit.
+	Deleted bool `json:"x,omitempty"`
 }
 
+// topicPartition is a commit's partition; topic is its commitKey.
 type topicPartition struct {
 	topic     string
 	partition int32
@@ -81,6 +90,38 @@ func (s *offsetStore) put(k groupKey, tp topicPartition, c committed) {
 	g[tp] = c
 }
 
+// drop forgets some of a group's commits.
+func (s *offsetStore) drop(k groupKey, tps []topicPartition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tp := range tps {
+		delete(s.mu.groups[k], tp)
+	}
+	if len(s.mu.groups[k]) == 0 {
+		delete(s.mu.groups, k)
+	}
+}
+
+// dropGroup forgets every commit of a group.
+func (s *offsetStore) dropGroup(k groupKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.mu.groups, k)
+}
+
+// groupsOf names tenant's groups that have commits.
+func (s *offsetStore) groupsOf(tenant string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k, g := range s.mu.groups {
+		if k.tenant == tenant && len(g) > 0 {
+			out = append(out, k.group)
+		}
+	}
+	return out
+}
+
 // get returns a group's commits, all of them when topics is nil.
 func (s *offsetStore) get(k groupKey) map[topicPartition]committed {
 	s.mu.Lock()
@@ -94,7 +135,7 @@ func (s *offsetStore) get(k groupKey) map[topicPartition]committed {
 
 // ensure reads tenant's commit log once, with the session sess, creating
 // the log's stream when it does not exist.
-func (s *offsetStore) ensure(ctx context.Context, sess service.Session, tenant string) error {
+func (s *offsetStore) ensure(ctx context.Context, sess service.Session, names topicMapping, tenant string) error {
 	s.mu.Lock()
 	done := s.mu.loaded[tenant]
 	s.mu.Unlock()
@@ -123,7 +164,23 @@ func (s *offsetStore) ensure(ctx context.Context, sess service.Session, tenant s
 			if json.Unmarshal(r.Value, &c) != nil {
 				continue // not ours: someone wrote to the reserved stream
 			}
-			s.put(groupKey{tenant, c.Group}, topicPartition{c.Topic, c.Partition}, committed{c.Offset, c.Metadata})
+			if c.Deleted && c.Topic == "" {
+				s.dropGroup(groupKey{tenant, c.Group})
+				continue
+			}
+			// Records are keyed as they are written (commitKey); mapping
+			// them again keeps the commits of a client that named the topic
+			// otherwise before the keys were.
+			key, ok := names.commitKey(tenant, c.Topic)
+			if !ok {
+				continue
+			}
+			tp := topicPartition{key, c.Partition}
+			if c.Deleted {
+				s.drop(groupKey{tenant, c.Group}, []topicPartition{tp})
+				continue
+			}
+			s.put(groupKey{tenant, c.Group}, tp, committed{c.Offset, c.Metadata})
 		}
 		if page.Next >= page.Committed || page.Next == from {
 			break
@@ -160,23 +217,26 @@ func appendCommits(ctx context.Context, sess service.Session, tenant string, rec
 	}
 }
 
-// handleOffsetCommit checks the member (a commit with generation -1 and no
-// member is a simple consumer's, always accepted), writes the commits to
-// the commit log, then keeps them.
+// handleOffsetCommit checks the member (commitCode), writes the commits to
+// the commit log, then keeps them. A topic that maps to no stream is
+// refused INVALID_TOPIC_EXCEPTION, the rest committed.
 func (c *conn) handleOffsetCommit(h header, r *kmsg.OffsetCommitRequest) *pending {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
 	k := groupKey{c.tenant, r.Group}
 	code := c.groupCode(r.Group)
-	if code == 0 && (r.Generation >= 0 || r.MemberID != "") {
-		co := c.l.groups
-		co.mu.Lock()
-		code = co.checkMemberLocked(k, r.MemberID, r.Generation)
-		co.mu.Unlock()
+	if code == 0 {
+		code = c.l.groups.commitCode(k, r.MemberID, r.InstanceID, r.Generation)
 	}
+	keys := make([]string, len(r.Topics))
 	var recs []commitRecord
-	for _, t := range r.Topics {
+	for i, t := range r.Topics {
+		key, ok := c.l.names().commitKey(c.tenant, t.Topic)
+		if !ok {
+			continue
+		}
+		keys[i] = key
 		for _, p := range t.Partitions {
-			recs = append(recs, commitRecord{Group: r.Group, Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, Metadata: p.Metadata})
+			recs = append(recs, commitRecord{Group: r.Group, Topic: key, Partition: p.Partition, Offset: p.Offset, Metadata: p.Metadata})
 		}
 	}
 	if code == 0 && len(recs) > 0 {
@@ -184,15 +244,19 @@ func (c *conn) handleOffsetCommit(h header, r *kmsg.OffsetCommitRequest) *pendin
 			code = errorCode(err)
 		}
 	}
-	for _, t := range r.Topics {
+	for i, t := range r.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
+		tcode := code
+		if tcode == 0 && keys[i] == "" {
+			tcode = kerr.InvalidTopicException.Code
+		}
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, code
+			rp.Partition, rp.ErrorCode = p.Partition, tcode
 			rt.Partitions = append(rt.Partitions, rp)
-			if code == 0 {
-				c.l.groups.offsets.put(k, topicPartition{t.Topic, p.Partition}, committed{p.Offset, p.Metadata})
+			if tcode == 0 {
+				c.l.groups.offsets.put(k, topicPartition{keys[i], p.Partition}, committed{p.Offset, p.Metadata})
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -206,12 +270,18 @@ func (c *conn) groupCode(group string) int16 {
 	if group == "" {
 		return kerr.InvalidGroupID.Code
 	}
+	return c.groupsReady()
+}
+
+// groupsReady is 0 when this listener coordinates the tenant's groups
+// and has loaded its commits.
+func (c *conn) groupsReady() int16 {
 	if c.l.cfg.Cluster != nil {
 		if code := c.checkCoordinator(c.ctx); code != 0 {
 			return code
 		}
 	}
-	if err := c.l.groups.offsets.ensure(c.ctx, c.sess, c.tenant); err != nil {
+	if err := c.l.groups.offsets.ensure(c.ctx, c.sess, c.l.names(), c.tenant); err != nil {
 		c.l.cfg.Log.Warn().Err(err).Str("tenant", c.tenant).Msg("kafka: group offsets unavailable")
 		if errors.Is(err, wire.ErrForbidden) || errors.Is(err, wire.ErrUnauthenticated) {
 			return kerr.GroupAuthorizationFailed.Code
@@ -229,12 +299,16 @@ func (c *conn) handleOffsetFetch(h header, r *kmsg.OffsetFetchRequest) *pending 
 		c.count(h.key, resp.ErrorCode)
 		return answered(h.correlation, resp)
 	}
+	names := c.l.names()
 	commits := c.l.groups.offsets.get(groupKey{c.tenant, r.Group})
 	topics := r.Topics
-	if topics == nil { // every topic the group committed
+	if topics == nil { // every topic the group committed, by its topic name
 		byTopic := map[string][]int32{}
 		for tp := range commits {
-			byTopic[tp.topic] = append(byTopic[tp.topic], tp.partition)
+			s, _ := names.scope(c.tenant, tp.topic)
+			if name, ok := names.topic(s); ok {
+				byTopic[name] = append(byTopic[name], tp.partition)
+			}
 		}
 		for t, ps := range byTopic {
 			topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t, Partitions: ps})
@@ -243,10 +317,14 @@ func (c *conn) handleOffsetFetch(h header, r *kmsg.OffsetFetchRequest) *pending 
 	for _, t := range topics {
 		rt := kmsg.NewOffsetFetchResponseTopic()
 		rt.Topic = t.Topic
+		key, ok := names.commitKey(c.tenant, t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetFetchResponseTopicPartition()
 			rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
-			if cm, ok := commits[topicPartition{t.Topic, p}]; ok {
+			if !ok {
+				rp.ErrorCode = kerr.InvalidTopicException.Code
+			}
+			if cm, ok := commits[topicPartition{key, p}]; ok {
 				rp.Offset, rp.Metadata = cm.offset, cm.metadata
 			}
 			rt.Partitions = append(rt.Partitions, rp)
@@ -298,7 +376,8 @@ func (c *conn) handleJoinGroup(h header, r *kmsg.JoinGroupRequest) *pending {
 		return answered(h.correlation, resp)
 	}
 	c.count(h.key, 0)
-	return c.l.groups.join(groupKey{c.tenant, r.Group}, h.correlation, r, c.id)
+	from := joiner{conn: c.id, clientID: h.clientID, clientHost: remoteHost(c.nc.RemoteAddr())}
+	return c.l.groups.join(groupKey{c.tenant, r.Group}, h.correlation, r, from)
 }
 
 func (c *conn) handleSyncGroup(h header, r *kmsg.SyncGroupRequest) *pending {
@@ -315,14 +394,14 @@ func (c *conn) handleHeartbeat(h header, r *kmsg.HeartbeatRequest) *pending {
 
 func (c *conn) handleLeaveGroup(h header, r *kmsg.LeaveGroupRequest) *pending {
 	resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
-	ids := []string{r.MemberID}
+	who := []leaving{{id: r.MemberID}}
 	if r.Version >= 3 {
-		ids = ids[:0]
+		who = who[:0]
 		for _, m := range r.Members {
-			ids = append(ids, m.MemberID)
+			who = append(who, leaving{id: m.MemberID, instance: m.InstanceID})
 		}
 	}
-	codes := c.l.groups.leave(groupKey{c.tenant, r.Group}, ids)
+	codes := c.l.groups.leave(groupKey{c.tenant, r.Group}, who)
 	if r.Version < 3 {
 		resp.ErrorCode = codes[0]
 	}

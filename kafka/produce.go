@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 
@@ -25,8 +26,11 @@ type produceCall struct {
 
 // handleProduce admits each partition's batch to its shard, in request
 // order, from the read loop, so an idempotent producer's pipelined batches
-// reach the shard in wire order. The answer is written when every
-// partition has been answered; with acks=0 nothing is written.
+// reach the shard in wire order. Every batch is checked and decompressed
+// first, so a request whose batches together pass
+// MaxRequestDecompressedBytes is refused whole, RECORD_LIST_TOO_LARGE,
+// with nothing written. The answer is written when every partition has
+// been answered; with acks=0 nothing is written.
 func (c *conn) handleProduce(h header, r *kmsg.ProduceRequest) *pending {
 	pc := &produceCall{c: c, h: h, resp: r.ResponseKind().(*kmsg.ProduceResponse), p: newPending(), acks: r.Acks}
 	var refuse error
@@ -36,7 +40,8 @@ func (c *conn) handleProduce(h header, r *kmsg.ProduceRequest) *pending {
 	case r.Acks != 0 && r.Acks != 1 && r.Acks != -1:
 		refuse = errAcks
 	}
-	pc.waiting.Store(1) // released after the loop, so no callback finishes early
+	var batches []producePart
+	left := c.l.cfg.MaxRequestDecompressedBytes
 	for _, rt := range r.Topics {
 		t := kmsg.NewProduceResponseTopic()
 		t.Topic = rt.Topic
@@ -51,17 +56,80 @@ func (c *conn) handleProduce(h header, r *kmsg.ProduceRequest) *pending {
 				parts[i].ErrorCode = produceCode(refuse)
 				continue
 			}
-			pc.waiting.Add(1)
-			c.producePartition(pc, rt.Topic, rp, &parts[i])
+			pp, err := c.preparePartition(rt.Topic, rp, left, r.Version < 3)
+			if err != nil {
+				if errors.Is(err, errRequestTooLarge) {
+					refuse = err
+					c.l.cfg.Hooks.Limit("kafka_max_request_decompressed_bytes")
+				} else if errors.Is(err, ErrBatchTooLarge) {
+					c.l.cfg.Hooks.Limit("kafka_max_batch_bytes")
+				}
+				parts[i].ErrorCode = produceCode(err)
+				continue
+			}
+			left -= pp.batch.size
+			pp.out = &parts[i]
+			batches = append(batches, pp)
 		}
+	}
+	if errors.Is(refuse, errRequestTooLarge) {
+		// Every partition, those checked before the bound was passed
+		// too: Kafka's clients treat the code as the request's.
+		for ti := range pc.resp.Topics {
+			for pi := range pc.resp.Topics[ti].Partitions {
+				pc.resp.Topics[ti].Partitions[pi].ErrorCode = produceCode(refuse)
+			}
+		}
+		batches = nil
+	}
+	pc.waiting.Store(int32(len(batches)) + 1) // the 1 released after the loop, so no callback finishes early
+	for _, pp := range batches {
+		c.producePartition(pc, pp)
 	}
 	pc.partitionDone()
 	return pc.p
 }
 
+// producePart is one partition's batch of a Produce, checked and
+// decompressed, waiting to be published.
+type producePart struct {
+	t         topicInfo
+	partition int32
+	batch     producedBatch
+	out       *kmsg.ProduceResponseTopicPartition
+}
+
+// preparePartition resolves a partition's topic and parses its batch (a
+// message set of the old formats for a Produce below v3: legacy), which
+// may decompress to at most left bytes, the request's bound less what its
+// earlier batches took (errRequestTooLarge past it), and at most
+// MaxBatchBytes itself (ErrBatchTooLarge).
+func (c *conn) preparePartition(topic string, rp kmsg.ProduceRequestTopicPartition, left int, legacy bool) (producePart, error) {
+	t, err := c.topic(c.ctx, topic, true)
+	if err = partitionError(t, err, rp.Partition); err != nil {
+		return producePart{}, err
+	}
+	limit := min(c.l.cfg.MaxBatchBytes, left)
+	parse := parseBatch
+	if legacy {
+		parse = parseMessageSet
+	}
+	b, err := parse(rp.Records, limit)
+	if errors.Is(err, ErrBatchTooLarge) && limit < c.l.cfg.MaxBatchBytes {
+		return producePart{}, fmt.Errorf("%w: %v", errRequestTooLarge, err)
+	}
+	if err != nil {
+		return producePart{}, err
+	}
+	return producePart{t: t, partition: rp.Partition, batch: b}, nil
+}
+
 var (
 	errTransactional = errors.New("kafka: transactions are not supported")
 	errAcks          = errors.New("kafka: acks must be 0, 1 or -1")
+	// errRequestTooLarge is a Produce whose batches together decompress
+	// past the listener's MaxRequestDecompressedBytes.
+	errRequestTooLarge = errors.New("kafka: produce request decompresses past kafka_max_request_decompressed_bytes")
 )
 
 func produceCode(err error) int16 {
@@ -72,6 +140,8 @@ func produceCode(err error) int16 {
 		return kerr.InvalidRequiredAcks.Code
 	case errors.Is(err, errSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, errRequestTooLarge):
+		return kerr.RecordListTooLarge.Code
 	}
 	return topicCode(err)
 }
@@ -98,24 +168,16 @@ func (pc *produceCall) partitionDone() {
 	pc.p.finish(appendResponse(nil, pc.h.correlation, pc.resp), false)
 }
 
-// producePartition publishes one partition's batch; out is answered (and
-// partitionDone called) exactly once.
-func (c *conn) producePartition(pc *produceCall, topic string, rp kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition) {
+// producePartition publishes one partition's checked batch; its answer
+// is set (and partitionDone called) exactly once.
+func (c *conn) producePartition(pc *produceCall, pp producePart) {
+	out := pp.out
 	fail := func(err error) {
 		out.ErrorCode = produceCode(err)
 		pc.partitionDone()
 	}
-	t, err := c.topic(c.ctx, topic, true)
-	if err = partitionError(t, err, rp.Partition); err != nil {
-		fail(err)
-		return
-	}
-	b, err := parseBatch(rp.Records, c.l.cfg.MaxBatchBytes)
-	if err != nil {
-		fail(err)
-		return
-	}
-	shard := uint32(rp.Partition)
+	t, b := pp.t, pp.batch
+	shard := uint32(pp.partition)
 	pub := &service.Publish{Scope: t.scope, Shard: &shard, Payloads: b.values, Attrs: b.attrs}
 	var key producerKey
 	if b.producerID >= 0 {
@@ -133,12 +195,15 @@ func (c *conn) producePartition(pc *produceCall, topic string, rp kmsg.ProduceRe
 		pub.Producer = &service.ProducerSeq{ID: key.id, Seq: seq}
 	}
 	bytes := int(pub.Bytes())
-	err = c.sess.Publish(c.ctx, pub, func(res service.PublishResult) {
+	err := c.sess.Publish(c.ctx, pub, func(res service.PublishResult) {
 		if res.Err != nil {
 			c.publishFailed(pub, key)
 			out.ErrorCode = produceCode(res.Err)
 		} else {
 			out.BaseOffset = int64(res.Offset)
+			if t.logAppendTime && !res.AppendTime.IsZero() {
+				out.LogAppendTime = res.AppendTime.UnixMilli() // the time its records now carry
+			}
 			c.l.cfg.Hooks.Bytes("in", bytes)
 		}
 		pc.partitionDone()

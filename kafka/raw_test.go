@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
 // rawBatch builds a RecordBatch v2 of values, uncompressed or zstd, for
@@ -39,6 +39,7 @@ func rawBatch(id int64, seq int32, codec int16, values ...string) []byte {
 	}
 	b := kmsg.RecordBatch{
 		Magic: 2, Attributes: codec, LastOffsetDelta: int32(len(values) - 1),
+		FirstTimestamp: time.Now().UnixMilli(), MaxTimestamp: time.Now().UnixMilli(),
 		ProducerID: id, ProducerEpoch: 0, FirstSequence: seq, NumRecords: int32(len(values)), Records: recs,
 	}
 	if id < 0 {
@@ -167,7 +168,9 @@ func TestBadInput(t *testing.T) {
 	wantProduce(t, "an unknown topic", produceRaw(t, cl, "kt.nothing", 0, rawBatch(-1, -1, 0, "v")), kerr.UnknownTopicOrPartition.Code, 0)
 	wantProduce(t, "a partition past the shards", produceRaw(t, cl, topic, 7, rawBatch(-1, -1, 0, "v")), kerr.UnknownTopicOrPartition.Code, 0)
 	wantProduce(t, "an in-memory stream", produceRaw(t, cl, "kt.memory", 0, rawBatch(-1, -1, 0, "v")), kerr.InvalidTopicException.Code, 0)
-	wantProduce(t, "a topic without a namespace", produceRaw(t, cl, "nodot", 0, rawBatch(-1, -1, 0, "v")), kerr.InvalidTopicException.Code, 0)
+	// A dotless topic is a stream of the default namespace, none here.
+	wantProduce(t, "a topic without a namespace", produceRaw(t, cl, "nodot", 0, rawBatch(-1, -1, 0, "v")), kerr.UnknownTopicOrPartition.Code, 0)
+	wantProduce(t, "a topic with no stream name", produceRaw(t, cl, "kt.", 0, rawBatch(-1, -1, 0, "v")), kerr.InvalidTopicException.Code, 0)
 	if got := committed(t, b, cfg); got != 0 {
 		t.Fatalf("bad batches wrote %d records", got)
 	}
@@ -340,8 +343,8 @@ func TestSASLHandshakeV0(t *testing.T) {
 // TestConnectionLimits: the broker's own limits hold for Kafka clients: a
 // connection that does not authenticate within auth_timeout_ms is
 // closed, a request past pre_auth_max_frame_bytes before authenticating
-// closes its connection, and past max_connections_per_ip a connection is
-// refused, until one closes.
+// closes its connection, and past max_preauth_connections_per_ip an
+// unauthenticated connection is refused, until one closes.
 func TestConnectionLimits(t *testing.T) {
 	cfg := kafkaConfig(t)
 	cfg.AuthTimeout = 300 * time.Millisecond
@@ -368,7 +371,7 @@ func TestConnectionLimits(t *testing.T) {
 	}
 
 	limited := kafkaConfig(t)
-	limited.MaxConnectionsPerIP = 2
+	limited.MaxPreAuthConnectionsPerIP = 2
 	addr = startBroker(t, limited).KafkaAddr().String()
 	for i := range 2 {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
@@ -383,7 +386,7 @@ func TestConnectionLimits(t *testing.T) {
 		}
 	}
 	if resp := rawExchange(t, addr, frame(18, 0, 1, nil)); resp != nil {
-		t.Fatal("a third connection from one IP was served; max_connections_per_ip is 2")
+		t.Fatal("a third unauthenticated connection from one IP was served; max_preauth_connections_per_ip is 2")
 	}
 }
 

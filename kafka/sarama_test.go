@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,8 +12,8 @@ import (
 	"github.com/rcrowley/go-metrics"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
 func init() {
@@ -145,4 +146,76 @@ func (c *collector) total() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// TestSaramaAdmin: sarama's ClusterAdmin creates, lists, describes and
+// deletes a topic, and lists, describes and deletes a consumer group (one
+// a kgo member committed in and left).
+func TestSaramaAdmin(t *testing.T) {
+	cfg := kafkaConfig(t)
+	b := startBroker(t, cfg)
+	adm, err := sarama.NewClusterAdmin([]string{b.KafkaAddr().String()}, saramaConfig(t, cfg))
+	if err != nil {
+		t.Fatalf("sarama cluster admin: %v", err)
+	}
+	defer adm.Close()
+
+	retention := "1048576"
+	detail := &sarama.TopicDetail{NumPartitions: 2, ReplicationFactor: 1, ConfigEntries: map[string]*string{"retention.bytes": &retention}}
+	if err := adm.CreateTopic("ledger", detail, false); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	if err := adm.CreateTopic("ledger", detail, false); !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+		t.Fatalf("CreateTopic again: %v, want ErrTopicAlreadyExists", err)
+	}
+	topics, err := adm.ListTopics()
+	if err != nil {
+		t.Fatalf("ListTopics: %v", err)
+	}
+	if d, ok := topics["ledger"]; !ok || d.NumPartitions != 2 || d.ReplicationFactor != 1 {
+		t.Fatalf("ListTopics: ledger is %+v (listed %v), want 2 partitions, replication factor 1", d, ok)
+	}
+	entries, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "ledger"})
+	if err != nil {
+		t.Fatalf("DescribeConfig: %v", err)
+	}
+	got := map[string]string{}
+	for _, e := range entries {
+		got[e.Name] = e.Value
+	}
+	if got["retention.bytes"] != retention || got["cleanup.policy"] != "delete" {
+		t.Fatalf("DescribeConfig of ledger: %v, want retention.bytes %s and cleanup.policy delete", got, retention)
+	}
+
+	createStream(t, b, cfg, 1)
+	produce(t, kgoClient(t, b, cfg), 0, 5, 1)
+	member := groupConsumer(t, b, cfg, "auditors")
+	pollUntil(t, member, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := member.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	member.Close()
+	groups, err := adm.ListConsumerGroups()
+	if err != nil || groups["auditors"] != "consumer" {
+		t.Fatalf("ListConsumerGroups: %v, %v; want auditors, protocol type consumer", groups, err)
+	}
+	described, err := adm.DescribeConsumerGroups([]string{"auditors"})
+	if err != nil || len(described) != 1 || described[0].State != "Empty" || described[0].Err != sarama.ErrNoError {
+		t.Fatalf("DescribeConsumerGroups: %+v, %v; want auditors Empty", described, err)
+	}
+	if err := adm.DeleteConsumerGroup("auditors"); err != nil {
+		t.Fatalf("DeleteConsumerGroup: %v", err)
+	}
+	if groups, err := adm.ListConsumerGroups(); err != nil || len(groups) != 0 {
+		t.Fatalf("ListConsumerGroups after the delete: %v, %v; want none", groups, err)
+	}
+
+	if err := adm.DeleteTopic("ledger"); err != nil {
+		t.Fatalf("DeleteTopic: %v", err)
+	}
+	if topics, err := adm.ListTopics(); err != nil || topics["ledger"].NumPartitions != 0 {
+		t.Fatalf("ListTopics after the delete: %v, %v; want no ledger", topics, err)
+	}
 }

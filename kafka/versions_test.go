@@ -13,7 +13,7 @@ import (
 // The versions the listener serves (codec.go's apis), copied so the test
 // states them.
 var served = map[int16][2]int16{
-	0: {3, 9}, 1: {4, 12}, 2: {1, 6}, 3: {1, 12}, 8: {2, 8}, 9: {1, 7}, 10: {0, 4},
+	0: {0, 9}, 1: {4, 12}, 2: {1, 6}, 3: {1, 12}, 8: {2, 8}, 9: {1, 7}, 10: {0, 4},
 	11: {0, 9}, 12: {0, 4}, 13: {0, 5}, 14: {0, 5}, 17: {0, 1}, 22: {0, 4}, 36: {0, 2},
 }
 
@@ -48,10 +48,10 @@ func TestUnsupportedVersions(t *testing.T) {
 	}
 	produce := kmsg.NewPtrProduceRequest()
 	withTopic(produce)
-	produce.Version, produce.Acks = 2, 0
+	produce.Version, produce.Acks = 10, 0
 	for name, raw := range map[string][]byte{
-		"Produce v2 with acks 0": frame(0, 2, 1, produce.AppendTo(nil)),
-		"Produce v99":            frame(0, 99, 1, nil),
+		"Produce v10 with acks 0": frame(0, 10, 1, produce.AppendTo(nil)),
+		"Produce v99":             frame(0, 99, 1, nil),
 	} {
 		if resp := rawExchange(t, addr, raw); resp != nil {
 			t.Errorf("%s: answered %x, want the connection closed", name, resp)
