@@ -1,7 +1,30 @@
 // Package client is Felix's Go client: connect, publish (fire-and-forget or
-// acked, pipelined), subscribe, close. Every call takes a context; broker
-// errors come back as *wire.Error, matchable with errors.Is against the
-// wire.Err* sentinels.
+// acked, pipelined), subscribe, consumer groups, close. Every call takes a
+// context; broker errors come back as *wire.Error, matchable with
+// errors.Is against the wire.Err* sentinels. It imports no broker package.
+//
+// Publishing. Each stream scope gets a publish stream of its own (the first
+// Options.PublishShardStreams, then one pooled), so a stalled shard holds
+// up only its own publishes. On each, Produce (and ProduceIf, and Publish,
+// which is Produce and a wait) hands the batch to the stream and returns: up
+// to the broker's publish window of acked requests are in flight (only
+// when AuthOK grants FeaturePublishPipeline), within PublishInflightBytes;
+// past the window, calls queue and same-scope, same-key ones are merged into
+// one request when a slot frees (conditional ones never are). The stream's
+// ack reader resolves the oldest request on each answer and calls its
+// promises in call order, one at a time; a lost connection fails every
+// outstanding promise. An IdempotentProducer sends one batch at a time with
+// its producer id and sequence on the shard it routes to (package
+// routing, as the broker does); an unanswered batch is sent again with the
+// same sequence, redialing if the client is gone.
+//
+// In a cluster, ClusterClient (DialCluster) keeps one Client per broker it
+// needs and a topology per stream, sends each call to its shard's owner,
+// follows not_leader, retries by retry class, and leaves an owner that
+// stays silent while another member names another (hedge.go).
+// ClusterSubscription subscribes again at the owner when the broker ends a
+// subscription, its connection goes, or it lags; Group and the group
+// administration route each shard's calls to the member serving it.
 package client
 
 import (
@@ -102,6 +125,23 @@ type Options struct {
 	// dead address holds the caller for QUIC's handshake timeout. Dial
 	// itself is bounded by its context only.
 	DialTimeout time.Duration
+	// Retrying, when set, is told of each retry of a ClusterClient call
+	// that finds no owner to answer it (no leader elected yet, the
+	// owner's member down, the members cut off from etcd, a shard
+	// moving), before the pause that precedes the next attempt: a
+	// program can say what it waits for, and for how long. It may be
+	// called from several goroutines at once and must not block.
+	Retrying func(Retry)
+}
+
+// Retry is one retry of a ClusterClient call (Options.Retrying).
+type Retry struct {
+	// Stream is the stream the call is for.
+	Stream Stream
+	// Waited is how long the call has been retried so far.
+	Waited time.Duration
+	// Err is the last attempt's error: what the call waits out.
+	Err error
 }
 
 // Defaults of Options' connection timing.
@@ -387,6 +427,9 @@ func (c *Client) send(id uint64, m wire.Message) (chan wire.Message, error) {
 	ch := make(chan wire.Message, 1)
 	c.waiters.Store(id, ch)
 	b, err := wire.AppendMessage(nil, m)
+	if err == nil && len(b)-wire.HeaderLen > wire.MaxRequestBytes(m) {
+		err = wire.NewError(wire.CodeInvalidRequest, "%s of %d bytes: a broker takes at most %d", m.Type(), len(b)-wire.HeaderLen, wire.MaxRequestBytes(m))
+	}
 	if err != nil {
 		c.waiters.Delete(id)
 		return nil, err

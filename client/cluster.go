@@ -25,8 +25,8 @@ const (
 
 // ClusterClient talks to the members of a Felix cluster. Each shard of a
 // stream is owned by one member; the ClusterClient learns the owners
-// (ShardOwners, cached per stream), sends each publish and subscribe to its
-// shard's owner over a Client of its own per broker address, follows
+// (ShardOwners, cached per stream), sends each publish, read and subscribe
+// to its shard's owner over a Client of its own per broker address, follows
 // not_leader redirects and retries what is safe to retry. Against a single
 // broker every owner is that broker, so it works there as well. It is safe
 // for concurrent use.
@@ -441,6 +441,7 @@ func (cc *ClusterClient) route(ctx context.Context, scope wire.Scope, pick func(
 		hops    int
 		refresh bool
 		via     string // the owner a not_leader named: tried next
+		start   = time.Now()
 	)
 	for {
 		err := cc.attempt(ctx, scope, pick, via, refresh, call)
@@ -455,6 +456,7 @@ func (cc *ClusterClient) route(ctx context.Context, scope wire.Scope, pick func(
 				// (each names the other until its watch catches up, in
 				// milliseconds): stop following, back off, ask again.
 				hops, refresh = 0, true
+				cc.retrying(scope, start, err)
 				if werr := pause.sleep(ctx); werr != nil {
 					return fmt.Errorf("client: %w; the last attempt: %w", werr, err)
 				}
@@ -469,6 +471,7 @@ func (cc *ClusterClient) route(ctx context.Context, scope wire.Scope, pick func(
 			return err
 		case verdictRetry:
 			refresh = true
+			cc.retrying(scope, start, err)
 			if werr := pause.sleep(ctx); werr != nil {
 				return fmt.Errorf("client: %w; the last attempt: %w", werr, err)
 			}
@@ -498,6 +501,13 @@ func (cc *ClusterClient) attempt(ctx context.Context, scope wire.Scope, pick fun
 	finish := cc.hedge(addr, c, scope, pick)
 	defer finish()
 	return call(c)
+}
+
+// retrying tells Options.Retrying of a call for scope retried since start.
+func (cc *ClusterClient) retrying(scope wire.Scope, start time.Time, err error) {
+	if h := cc.opts.Retrying; h != nil {
+		h(Retry{Stream: streamOf(scope), Waited: time.Since(start), Err: err})
+	}
 }
 
 // backoff paces retries: retryFirstWait, doubling up to retryMaxWait.
@@ -563,8 +573,36 @@ func (cc *ClusterClient) PublishIf(ctx context.Context, s Stream, payloads [][]b
 	return off, err
 }
 
+// Read is Client.Read at the owner of shard o.Shard: routed as a
+// subscribe is (a read changes nothing, so it is retried whatever became
+// of the last try), hedged against a silent owner, following not_leader
+// and asking for the topology again when the owner moved. At a replicated
+// shard's leader it sees every record acknowledged before it was sent
+// (see the README's guarantees).
+func (cc *ClusterClient) Read(ctx context.Context, s Stream, from uint64, o ReadOptions) (Page, error) {
+	var page Page
+	err := cc.route(ctx, cc.scope(s), fixedShard(o.Shard), true, func(c *Client) error {
+		var err error
+		page, err = c.Read(ctx, s, from, o)
+		return err
+	})
+	return page, err
+}
+
+// OffsetForTime is Client.OffsetForTime at the owner of shard, routed and
+// retried as Read is.
+func (cc *ClusterClient) OffsetForTime(ctx context.Context, s Stream, t time.Time, shard uint32) (uint64, error) {
+	var off uint64
+	err := cc.route(ctx, cc.scope(s), fixedShard(shard), true, func(c *Client) error {
+		var err error
+		off, err = c.OffsetForTime(ctx, s, t, shard)
+		return err
+	})
+	return off, err
+}
+
 // ClientFor returns the connection to the owner of s's shard, for what
-// needs one connection (Produce, an IdempotentProducer, reads). It belongs
+// needs one connection (Produce, an IdempotentProducer). It belongs
 // to the ClusterClient: do not close it. It follows no redirect by itself;
 // when its connection is lost, ask again.
 func (cc *ClusterClient) ClientFor(ctx context.Context, s Stream, shard uint32) (*Client, error) {
@@ -591,6 +629,7 @@ func (cc *ClusterClient) clientAt(ctx context.Context, s Stream, pick func(Topol
 // again, backing off, until ctx ends.
 func (cc *ClusterClient) ShardOwners(ctx context.Context, s Stream) (Topology, error) {
 	var pause backoff
+	start := time.Now()
 	for {
 		kt, err := cc.topology(ctx, cc.scope(s), true)
 		if err == nil {
@@ -600,6 +639,7 @@ func (cc *ClusterClient) ShardOwners(ctx context.Context, s Stream) (Topology, e
 		if !errors.As(err, &unreached) || final(err) {
 			return Topology{}, err
 		}
+		cc.retrying(cc.scope(s), start, err)
 		if werr := pause.sleep(ctx); werr != nil {
 			return Topology{}, fmt.Errorf("client: %w; the last attempt: %w", werr, err)
 		}

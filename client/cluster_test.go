@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/internal/quicconf"
 	"github.com/getfelix/felix-go/routing"
 	"github.com/getfelix/felix-go/wire"
@@ -725,5 +725,89 @@ func TestShardOwnersWaitsForABroker(t *testing.T) {
 	_, err := cc.ShardOwners(ctx, client.Stream{Name: "s"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ShardOwners with no broker: %v; want it to keep asking until its deadline", err)
+	}
+}
+
+// TestClusterClientReportsRetries: a routed call that finds no owner to
+// answer tells Options.Retrying of each retry, with the stream, the time
+// waited so far and the last answer, and succeeds once the owner answers.
+func TestClusterClientReportsRetries(t *testing.T) {
+	cfg := brokertest.Config(t)
+	b := brokertest.Start(t, cfg)
+	var (
+		mu      sync.Mutex
+		retries []client.Retry
+	)
+	o := clusterOptions(t, cfg)
+	o.Retrying = func(r client.Retry) {
+		mu.Lock()
+		defer mu.Unlock()
+		retries = append(retries, r)
+	}
+	cc := dialCluster(t, []string{b.Addr().String()}, o)
+	var refusals atomic.Int32
+	client.SetRouteHook(cc, func(string) error {
+		if refusals.Add(1) <= 4 {
+			return wire.NewError(wire.CodeShardUnavailable, "fenced: no leader")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cc.Publish(ctx, client.Stream{Name: "waiting"}, []byte("x"), client.PublishOptions{}); err != nil {
+		t.Fatalf("publish after 4 refusals: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(retries) != 4 {
+		t.Fatalf("Retrying was called %d times, want once per refusal (4): %+v", len(retries), retries)
+	}
+	for i, r := range retries {
+		if r.Stream.Name != "waiting" || !errors.Is(r.Err, wire.ErrUnavailable) {
+			t.Errorf("retry %d: %+v, want stream waiting and the shard_unavailable answer", i, r)
+		}
+		if i > 0 && r.Waited <= retries[i-1].Waited {
+			t.Errorf("retry %d waited %s, not more than retry %d's %s", i, r.Waited, i-1, retries[i-1].Waited)
+		}
+	}
+}
+
+// TestClusterClientReadFollowsRedirect: ClusterClient.Read and
+// OffsetForTime go where not_leader sends them, and are retried after an
+// answer whose outcome is unknown (a read changes nothing).
+func TestClusterClientReadFollowsRedirect(t *testing.T) {
+	first, second, o := twoBrokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := client.Stream{Name: "ledger"}
+	owner := dialPlain(t, second, o)
+	if _, err := owner.CreateStream(ctx, st, client.StreamConfig{Durable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.PublishBatch(ctx, st, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, client.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cc := dialCluster(t, []string{first.Addr().String()}, o)
+	moved := &wire.Owner{NodeID: "second", Addr: second.Addr().String(), Generation: 2}
+	var unknownOnce atomic.Bool
+	client.SetRouteHook(cc, func(addr string) error {
+		switch {
+		case addr == first.Addr().String():
+			return &wire.Error{Code: wire.CodeNotLeader, Retry: wire.RetryRedirect, Message: "moved", Owner: moved}
+		case unknownOnce.CompareAndSwap(false, true):
+			return &wire.Error{Code: wire.CodeLeadershipLost, Retry: wire.RetryOutcomeUnknown, Message: "deposed"}
+		}
+		return nil
+	})
+	page, err := cc.Read(ctx, st, 1, client.ReadOptions{})
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if len(page.Records) != 2 || string(page.Records[0].Payload) != "b" || page.Records[0].Offset != 1 || page.Committed != 3 {
+		t.Fatalf("read from 1 = %+v, want b and c of the owner's 3 records", page)
+	}
+	off, err := cc.OffsetForTime(ctx, st, time.Now().Add(time.Hour), 0)
+	if err != nil || off != 3 {
+		t.Fatalf("offset for a time after every record = %d (%v), want the committed end 3", off, err)
 	}
 }

@@ -16,7 +16,9 @@ import (
 // off between attempts, until its ctx ends. A durable stream resumes after
 // the last event Next returned, so no record is skipped or repeated; an
 // in-memory one resumes from the latest (what was published meanwhile is
-// not seen).
+// not seen). On a durable stream the offsets Next returns only go up: an
+// event below the next offset, which a member behind the one left could
+// deliver again, is skipped (Skipped counts them).
 //
 // Next is for one goroutine; Close may be called from another.
 type ClusterSubscription struct {
@@ -36,6 +38,9 @@ type ClusterSubscription struct {
 	pause   backoff
 
 	resubscribes atomic.Int64
+	// skipped counts events below the next offset a resubscription
+	// delivered again, and Next did not return.
+	skipped atomic.Int64
 	// life ends at Close, stopping a resubscription under way.
 	life context.Context
 	end  context.CancelFunc
@@ -92,6 +97,13 @@ func (cs *ClusterSubscription) Next(ctx context.Context) (Event, error) {
 		}
 		ev, err := sub.Next(ctx)
 		if err == nil {
+			if ev.HasOffset && cs.durable && ev.Offset < cs.next {
+				// Returned already: the member subscribed at after a
+				// failover started below where this subscription was (a
+				// replica behind the one it left). Offsets never go back.
+				cs.skipped.Add(1)
+				continue
+			}
 			if ev.HasOffset {
 				cs.next = ev.Offset + 1
 			}
@@ -202,6 +214,10 @@ func (cs *ClusterSubscription) install(ctx context.Context, sub *Subscription) e
 
 // Resubscribes counts the times Next subscribed again.
 func (cs *ClusterSubscription) Resubscribes() int { return int(cs.resubscribes.Load()) }
+
+// Skipped counts the events of a durable stream a resubscription delivered
+// again below the offset Next had reached, which Next did not return.
+func (cs *ClusterSubscription) Skipped() int { return int(cs.skipped.Load()) }
 
 // QueueCapacity is the subscriber queue capacity the broker granted the
 // current subscription (0 between an end and the resubscription).

@@ -12,7 +12,7 @@ import (
 	"github.com/getfelix/felix-go/wire"
 )
 
-// Consumer groups (issue #15): Client.Group consumes one shard of a
+// Consumer groups: Client.Group consumes one shard of a
 // durable stream through a named group, at least once. Poll claims
 // records; Ack, Nack, Extend and DeadLetter settle the claims (a record
 // not settled within its visibility is handed out again, with Attempts
@@ -184,6 +184,11 @@ type ConsumeOptions struct {
 	Wait time.Duration
 	// NackDelay is the delay of a nack after a handler error (default 0).
 	NackDelay time.Duration
+	// Nacked, when set, is called after a handler's error nacked r: the
+	// record comes again, or was its last attempt (group_max_attempts)
+	// and is a dead letter now (DeadLetters lists it). It runs on
+	// Consume's goroutine, before the next record's handler.
+	Nacked func(ctx context.Context, r GroupRecord)
 }
 
 // Consume polls and runs handler on each record, one at a time: nil acks
@@ -257,6 +262,9 @@ func (g *Group) handle(ctx context.Context, r GroupRecord, opts ConsumeOptions, 
 	var se *SettleError
 	if errors.As(err, &se) {
 		return nil // the claim expired meanwhile: the record comes again
+	}
+	if err == nil && herr != nil && opts.Nacked != nil {
+		opts.Nacked(sctx, r)
 	}
 	return err
 }

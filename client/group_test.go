@@ -3,12 +3,13 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -37,7 +38,11 @@ func TestConsume(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	var acked atomic.Int32
 	seen := map[string][]uint32{}
-	err := g.Consume(cctx, client.ConsumeOptions{Batch: 1, Wait: time.Second}, func(_ context.Context, r client.GroupRecord) error {
+	var nacked []string // Nacked's records, on Consume's goroutine
+	opts := client.ConsumeOptions{Batch: 1, Wait: time.Second, Nacked: func(_ context.Context, r client.GroupRecord) {
+		nacked = append(nacked, fmt.Sprintf("%s attempt %d", r.Payload, r.Attempts))
+	}}
+	err := g.Consume(cctx, opts, func(_ context.Context, r client.GroupRecord) error {
 		seen[string(r.Payload)] = append(seen[string(r.Payload)], r.Attempts)
 		switch {
 		case string(r.Payload) == "slow":
@@ -55,6 +60,9 @@ func TestConsume(t *testing.T) {
 	}
 	if len(seen["slow"]) != 1 || len(seen["fine"]) != 1 || len(seen["flaky"]) != 2 || seen["flaky"][1] != 2 {
 		t.Fatalf("hand-outs: %v", seen)
+	}
+	if fmt.Sprint(nacked) != "[flaky attempt 1]" {
+		t.Errorf("Nacked saw %q, want the failed first attempt of flaky alone", nacked)
 	}
 	info, err := c.DescribeGroup(ctx, st, "w")
 	if err != nil || info.Shards[0].Cursor != 3 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,20 +182,16 @@ func (w *overdue) run(ctx context.Context) {
 	var asking sync.WaitGroup
 	defer asking.Wait() // every question is bounded, and cut short by the cancel below
 	defer w.cancel()
-	pending := make(map[string]bool) // members with a question unanswered
-	moved := make(map[string]string) // member -> the other owner it names
-	var ticks, ownerTick int         // ticks so far; the one the owner's pending question went at
+	s := newSilence(w.addr)
 	var ownerAsked time.Time
 	ask := func() {
-		if !pending[w.addr] {
-			pending[w.addr], ownerTick, ownerAsked = true, ticks, time.Now()
+		owner, others := s.toAsk(w.cc.candidates())
+		if owner {
+			ownerAsked = time.Now()
 			asking.Go(func() { answers <- w.ask(ctx, w.addr, c) })
 		}
-		for _, addr := range w.cc.candidates() {
-			if addr != w.addr && !pending[addr] && len(pending) < maxAsked {
-				pending[addr] = true
-				asking.Go(func() { answers <- w.askMember(ctx, addr) })
-			}
+		for _, addr := range others {
+			asking.Go(func() { answers <- w.askMember(ctx, addr) })
 		}
 	}
 	tick := time.NewTicker(hedgeEvery)
@@ -206,32 +204,86 @@ func (w *overdue) run(ctx context.Context) {
 		case <-c.done:
 			return // lost or closed: its calls are answered
 		case a := <-answers:
-			delete(pending, a.from)
 			var to string
 			if !a.owner {
-				delete(moved, a.from)
-				if to = w.otherOwner(a); to != "" {
-					moved[a.from] = to
-				}
+				to = w.otherOwner(a)
 			}
+			s.answered(a.from, a.owner, to)
 			if h := w.cc.testHookWatch; h != nil {
 				h(a.from, a.owner, a.err, to)
 			}
 		case <-tick.C:
-			ticks++
+			s.tick()
 			ask()
 		}
-		// Silent: the owner has not answered a question sent silentTicks
-		// ago.
-		if !pending[w.addr] || ticks-ownerTick < silentTicks {
-			continue
-		}
-		for from, to := range moved {
+		if from, to, ok := s.abandon(); ok {
 			c.fail(fmt.Errorf("abandoned: %s answered nothing for %s while %s names %s the owner of %s",
 				w.addr, time.Since(ownerAsked).Round(time.Millisecond), from, to, w.key.scope))
 			return
 		}
 	}
+}
+
+// silence is a watch's account of its questions: who has one unanswered,
+// the other owner each member named in its last answer, and the tick the
+// owner's unanswered question went at. It decides when the connection is
+// abandoned (see hedgeAfter); only the watch's run touches it.
+type silence struct {
+	owner     string            // the member the calls wait on
+	ticks     int               // hedgeEvery ticks since the watch began
+	ownerTick int               // the tick the owner's unanswered question went at
+	pending   map[string]bool   // members with a question unanswered
+	moved     map[string]string // member -> the other owner it names
+}
+
+func newSilence(owner string) *silence {
+	return &silence{owner: owner, pending: make(map[string]bool), moved: make(map[string]string)}
+}
+
+// toAsk is who to ask now, marked asked: the owner unless its question is
+// unanswered, and each other candidate without one, up to maxAsked
+// unanswered in all. A question is not asked again while one is
+// unanswered, so a silent owner's silence counts from its oldest question.
+func (s *silence) toAsk(candidates []string) (owner bool, others []string) {
+	if !s.pending[s.owner] {
+		s.pending[s.owner], s.ownerTick, owner = true, s.ticks, true
+	}
+	for _, addr := range candidates {
+		if addr != s.owner && !s.pending[addr] && len(s.pending) < maxAsked {
+			s.pending[addr] = true
+			others = append(others, addr)
+		}
+	}
+	return owner, others
+}
+
+// answered takes a member's answer: from the owner (owner true), or from
+// another member that names to the owner of a shard a call waits for (""
+// when it names the owner the calls wait on, none, or did not answer).
+// A member's newest answer replaces what it said before.
+func (s *silence) answered(from string, owner bool, to string) {
+	delete(s.pending, from)
+	if owner {
+		return
+	}
+	delete(s.moved, from)
+	if to != "" {
+		s.moved[from] = to
+	}
+}
+
+// tick counts one hedgeEvery.
+func (s *silence) tick() { s.ticks++ }
+
+// abandon says whether the connection is to be given up, and on whose
+// word: the owner has left a question unanswered for silentTicks while a
+// member names another owner (the lowest address, when several do).
+func (s *silence) abandon() (from, to string, ok bool) {
+	if !s.pending[s.owner] || s.ticks-s.ownerTick < silentTicks || len(s.moved) == 0 {
+		return "", "", false
+	}
+	from = slices.Min(slices.Collect(maps.Keys(s.moved)))
+	return from, s.moved[from], true
 }
 
 // maxAsked bounds the questions one watch has unanswered: the owner and

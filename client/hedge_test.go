@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/broker"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/config"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 

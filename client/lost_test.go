@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
 // TestConnectionLossSaysWhy: a client whose broker goes away reports what

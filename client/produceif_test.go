@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/wire"
 )
 

@@ -131,7 +131,7 @@ func withDefaultAck(o PublishOptions, mode wire.AckMode) PublishOptions {
 
 // publishers gives each stream scope its publish stream, so a shard that
 // stops taking publishes holds up only the publishes queued behind it on
-// its own QUIC stream (issue #9): the broker admits a stream's publishes in
+// its own QUIC stream: the broker admits a stream's publishes in
 // order on that stream's reader, which waits up to
 // publish_queue_wait_timeout_ms on a full shard.
 //

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 	"github.com/getfelix/felix-go/internal/quicconf"
 )
 
 // TestStalledShardHoldsOnlyItsOwnPublishes: a shard that stops taking
-// publishes must not hold up the same client's publishes to another stream
-// (issue #9). The stall is a block-policy shard whose one subscriber never
+// publishes must not hold up the same client's publishes to another stream.
+// The stall is a block-policy shard whose one subscriber never
 // reads: its queue fills, the shard waits on it, its mailbox fills, and the
 // broker's reader of every publish that follows on the same QUIC stream
 // waits publish_queue_wait_timeout_ms (2 s) for each. When the client sent

@@ -25,6 +25,15 @@ type StreamConfig struct {
 	// (each shard a raft group over that many members); 0 takes the
 	// broker's default (3 in a cluster of at least 3, else 1).
 	Replicas int
+	// LogAppendTime makes every record's time its append time, never a
+	// Kafka producer's (Kafka's message.timestamp.type=LogAppendTime);
+	// durable streams only.
+	LogAppendTime bool
+	// Compression is the codec Kafka consumers get fetched batches in
+	// where that saves bytes (Kafka's compression.type): gzip, snappy,
+	// lz4, zstd or none; "" for each batch in the codec its producer
+	// sent; durable streams only.
+	Compression string
 }
 
 // StreamInfo describes a stream.
@@ -36,6 +45,8 @@ type StreamInfo struct {
 	RetentionBytes int64
 	RetentionAge   time.Duration
 	Replicas       int
+	LogAppendTime  bool
+	Compression    string
 	// Implicit is true for a stream made by its first publish or subscribe.
 	Implicit  bool
 	CreatedAt time.Time
@@ -46,7 +57,7 @@ func infoFrom(m *wire.StreamInfo) StreamInfo {
 		Stream: Stream{Tenant: m.Tenant, Namespace: m.Namespace, Name: m.Stream},
 		Shards: m.Shards, Durable: m.Durable, Routing: m.Routing,
 		RetentionBytes: m.RetentionBytes, RetentionAge: time.Duration(m.RetentionAgeMS) * time.Millisecond,
-		Replicas: int(m.Replicas), Implicit: m.Implicit, CreatedAt: time.UnixMilli(m.CreatedAtMS).UTC(),
+		Replicas: int(m.Replicas), LogAppendTime: m.LogAppendTime, Compression: m.Compression, Implicit: m.Implicit, CreatedAt: time.UnixMilli(m.CreatedAtMS).UTC(),
 	}
 }
 
@@ -62,7 +73,8 @@ func (c *Client) CreateStream(ctx context.Context, s Stream, cfg StreamConfig) (
 		RequestID: id, Tenant: scope.Tenant, Namespace: scope.Namespace, Stream: scope.Stream,
 		Shards: cfg.Shards, Routing: cfg.Routing, Durable: cfg.Durable,
 		RetentionBytes: cfg.RetentionBytes, RetentionAgeMS: cfg.RetentionAge.Milliseconds(),
-		Replicas: uint32(max(cfg.Replicas, 0)),
+		Replicas: uint32(max(cfg.Replicas, 0)), LogAppendTime: cfg.LogAppendTime,
+		Compression: cfg.Compression,
 	})
 	return c.streamInfo(res, err)
 }
@@ -123,6 +135,16 @@ type ReadOptions struct {
 	// 10000 records, 4 MiB).
 	MaxRecords uint32
 	MaxBytes   uint32
+	// FollowerMaxLag, when not zero, asks for a follower read of a
+	// replicated stream (at most a minute): any replica answers from
+	// what it applied, if it heard from its leader within FollowerMaxLag
+	// and applied all the leader said was committed, so the page may miss
+	// records acknowledged since; Page.Committed is then that replica's
+	// applied end and Page.Follower is set. Zero (the default): a
+	// linearizable read, which sees every record acknowledged before it
+	// began; only the leader answers it, any other member refuses with
+	// wire.ErrNotLeader naming the leader.
+	FollowerMaxLag time.Duration
 }
 
 // Record is one record of a range read.
@@ -149,6 +171,8 @@ type Page struct {
 	Records   []Record
 	Next      uint64
 	Committed uint64
+	// Follower: a follower served the page (ReadOptions.FollowerMaxLag).
+	Follower bool
 }
 
 // Read returns one page of committed records of a durable stream's shard
@@ -163,6 +187,10 @@ func (c *Client) Read(ctx context.Context, s Stream, from uint64, o ReadOptions)
 	if o.HasEnd {
 		req.End = &o.End
 	}
+	if o.FollowerMaxLag > 0 {
+		// Rounded up: a lag under a millisecond still asks for a follower read.
+		req.FollowerMaxLagMS = uint32(min((o.FollowerMaxLag+time.Millisecond-1)/time.Millisecond, wire.MaxFollowerLagMS+1))
+	}
 	res, err := c.request(ctx, id, req)
 	if err != nil {
 		return Page{}, err
@@ -171,7 +199,7 @@ func (c *Client) Read(ctx context.Context, s Stream, from uint64, o ReadOptions)
 	if !ok {
 		return Page{}, fmt.Errorf("%w: read answered with %s", ErrProtocol, res.Type())
 	}
-	p := Page{Next: m.NextOffset, Committed: m.Committed, Records: make([]Record, len(m.Records))}
+	p := Page{Next: m.NextOffset, Committed: m.Committed, Follower: m.Follower, Records: make([]Record, len(m.Records))}
 	for i, r := range m.Records {
 		p.Records[i] = Record{Offset: r.Offset, Time: time.UnixMilli(r.TimeMS).UTC(), Payload: r.Payload, Key: r.Key}
 		for _, h := range r.Headers {

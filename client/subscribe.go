@@ -35,6 +35,14 @@ type SubscribeOptions struct {
 	// published. History is replayed, then live delivery continues.
 	From       StartFrom
 	FromOffset uint64
+	// Batches reads the subscription on the caller's goroutine with
+	// NextBatch, one event batch as the broker sent it at a time, instead
+	// of a reader goroutine feeding Events: no goroutine hop per event, and
+	// no allocation per batch, since each batch's payloads alias a buffer
+	// the next NextBatch reuses. For a consumer that handles or copies a
+	// batch before it asks for the next. Events is then closed from the
+	// start and Next returns ErrReadMode.
+	Batches bool
 }
 
 // StartFrom is where a subscription starts.
@@ -53,6 +61,9 @@ type Subscription struct {
 	id       uint64
 	capacity int
 	events   chan Event
+	// batches is the NextBatch side of a subscription made with
+	// SubscribeOptions.Batches; nil for one read through events.
+	batches *batchReader
 	// On a durable stream: where delivery starts and where history ends.
 	startOffset, liveOffset uint64
 	durable                 bool
@@ -82,6 +93,9 @@ func (s *Subscription) Events() <-chan Event { return s.events }
 
 // Next waits for the next event.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	if s.batches != nil {
+		return Event{}, ErrReadMode
+	}
 	select {
 	case ev, ok := <-s.events:
 		if !ok {
@@ -127,13 +141,22 @@ func (c *Client) Subscribe(ctx context.Context, st Stream, o SubscribeOptions) (
 	s := &Subscription{
 		c: c, id: ok.SubscriptionID, capacity: ok.QueueCapacity,
 		startOffset: ok.StartOffset, liveOffset: ok.LiveOffset, durable: ok.Durable,
-		events: make(chan Event, c.opts.SubscriptionBuffer), stream: rs, done: make(chan struct{}),
+		stream: rs, done: make(chan struct{}),
+	}
+	if o.Batches {
+		s.events = make(chan Event)
+		close(s.events)
+		s.batches = newBatchReader(rs)
+	} else {
+		s.events = make(chan Event, c.opts.SubscriptionBuffer)
 	}
 	c.subsMu.Lock()
 	c.subsMu.byID[s.id] = s
 	c.subsMu.Unlock()
-	c.wg.Add(1)
-	go s.read()
+	if s.batches == nil {
+		c.wg.Add(1)
+		go s.read(rs)
+	}
 	return s, nil
 }
 
@@ -192,10 +215,10 @@ func (c *Client) acceptEventStreams() {
 // read decodes event batches into the events channel. When the channel is
 // full it stops reading, so QUIC flow control pushes back to the broker,
 // where this subscription's queue and overflow policy take over.
-func (s *Subscription) read() {
+func (s *Subscription) read(r io.Reader) {
 	defer s.c.wg.Done()
 	defer close(s.events)
-	fr := wire.NewFrameReader(s.stream, 16<<20)
+	fr := wire.NewFrameReader(r, 16<<20)
 	// scratch is the last batch's event slice, reused for the next: the
 	// Events sent on carry their own slice headers. Payloads still alias
 	// each frame's fresh buffer, which the receiver owns.
@@ -208,12 +231,7 @@ func (s *Subscription) read() {
 		}
 		if h.Flags == 0 {
 			// The only control frame an event stream carries is its end.
-			msg, err := wire.DecodeMessageLimit(payload, 1<<16)
-			if lag, ok := msg.(*wire.SubscriptionLagged); ok && err == nil {
-				s.finish(&LaggedError{ResumeFrom: lag.ResumeFrom})
-			} else {
-				s.finish(fmt.Errorf("%w: unexpected control message on an event stream", ErrProtocol))
-			}
+			s.finish(controlFrameEnd(payload))
 			return
 		}
 		probe.Mark(probe.ClientRead)
@@ -227,7 +245,7 @@ func (s *Subscription) read() {
 			ev := Event{Payload: e, Offset: base + uint64(i), HasOffset: hasOffset}
 			// The common case first: room in the buffer. A send with a
 			// default locks one channel; the select below locks three, and
-			// it showed in profiles of the read path (issue #17).
+			// it showed in profiles of the read path.
 			probe.Mark(probe.ClientQueued)
 			select {
 			case s.events <- ev:
@@ -291,6 +309,12 @@ func (s *Subscription) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		close(s.done)
 		s.stream.CancelRead(0)
+		// A NextBatch in flight ends on the cancelled read and drops its
+		// context's watch itself; with none, the watch is dropped here.
+		if br := s.batches; br != nil && br.mu.TryLock() {
+			br.unwatch()
+			br.mu.Unlock()
+		}
 		s.c.subsMu.Lock()
 		delete(s.c.subsMu.byID, s.id)
 		s.c.subsMu.Unlock()

@@ -122,6 +122,20 @@ type Config struct {
 	// ConnectTimeout bounds each dial. Zero means 10 s.
 	ConnectTimeout time.Duration
 
+	// SubscribeOnly runs the subscribers alone, for publishers in another
+	// process (a run with Fanout 0 there), so each side's CPU is its own, as
+	// nats bench sub and nats bench pub are two processes. The run waits for
+	// (Warmup + Count) x Fanout deliveries, as long as Timeout allows for the
+	// first and 10 s between the later ones; its rates run from the
+	// first measured arrival to the last. It reports no latency: the
+	// payloads carry the publisher's clock, not this process's. It needs a
+	// Count and no Duration, Rate or Durable: those are the publisher's.
+	SubscribeOnly bool
+	// Ready, if set, is called once every subscription is made, before any
+	// publishing of this run's own: the moment a publisher in another
+	// process may start.
+	Ready func()
+
 	// Progress, if set, is called every ProgressEvery from one goroutine
 	// until the run ends. It should return quickly: the run does not wait
 	// for it, but the next call does.
@@ -189,6 +203,9 @@ func (c Config) validate() error {
 		return bad("Rate %.0f msg/s: each loop would publish every %s, finer than %s", c.Rate, c.PaceInterval(), FinestPace)
 	case c.Replicas < 0 || c.Replicas > 0 && !c.Durable:
 		return bad("Replicas %d: want 0 or more, and only with Durable", c.Replicas)
+	case c.SubscribeOnly && (c.Fanout < 1 || c.Count < 1 || c.Rate > 0 || c.Durable):
+		return bad("SubscribeOnly with Fanout %d, Count %d, Rate %v, Durable %v: want subscribers and a Count, "+
+			"and no Rate or Durable (the publisher's)", c.Fanout, c.Count, c.Rate, c.Durable)
 	case c.Timeout < 0 || c.ConnectTimeout < 0:
 		return bad("Timeout %s, ConnectTimeout %s: want neither negative", c.Timeout, c.ConnectTimeout)
 	}

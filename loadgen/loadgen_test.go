@@ -84,6 +84,10 @@ func TestValidateRefuses(t *testing.T) {
 		{"negative timeout", Config{Timeout: -time.Second}},
 		{"replicas of an in-memory stream", Config{Replicas: 3}},
 		{"negative replicas", Config{Durable: true, Replicas: -1}},
+		{"subscribe only, no subscribers", Config{SubscribeOnly: true, Count: 10}},
+		{"subscribe only, timed", Config{SubscribeOnly: true, Fanout: 1, Duration: time.Second}},
+		{"subscribe only, paced", Config{SubscribeOnly: true, Fanout: 1, Count: 10, Rate: 100}},
+		{"subscribe only, durable", Config{SubscribeOnly: true, Fanout: 1, Count: 10, Durable: true}},
 	}
 	for _, tt := range tests {
 		err := tt.give.withDefaults().validate()

@@ -104,8 +104,11 @@ func (r *run) result() *Result {
 		res.Target = r.t.addr
 	}
 	lat := newHist()
-	var last int64
+	var first, last int64
 	for _, s := range r.subs {
+		if f := s.first.Load(); f > 0 && (first == 0 || f < first) {
+			first = f
+		}
 		res.Delivered += s.warm.Load() + s.measured.Load()
 		res.MeasuredDelivered += s.measured.Load()
 		res.Foreign += s.foreign.Load()
@@ -120,6 +123,11 @@ func (r *run) result() *Result {
 		ack.Merge(l.hist)
 	}
 	res.Expected = res.Published * int64(r.cfg.Fanout)
+	if r.cfg.SubscribeOnly {
+		// Another process published: what it was to publish is all there is.
+		res.Expected = int64(r.cfg.Warmup+r.cfg.Count) * int64(r.cfg.Fanout)
+		r.t0, r.pubEnd = time.Duration(first), time.Duration(first)
+	}
 	r.readDrops(res)
 	res.Unaccounted = unaccounted(res.Expected, res.Delivered, res.Dropped)
 	if r.t0 > 0 {

@@ -26,6 +26,11 @@ const (
 	// settleAfter ends the wait for deliveries once nothing arrived for this
 	// long after publishing ended (a lossy run never reaches its total).
 	settleAfter = 2 * time.Second
+	// settleAfterPublisher is settleAfter for a publisher in another
+	// process (Config.SubscribeOnly): the wait cannot know when it stopped
+	// publishing, so a pause of the publisher on a busy machine must not
+	// end it; a lossy run pays this much wall time at its end (no CPU).
+	settleAfterPublisher = 10 * time.Second
 	// closeTimeout bounds each client's goodbye at the end of a run, so a
 	// wedged peer cannot stretch the run past its report.
 	closeTimeout = 3 * time.Second
@@ -37,7 +42,7 @@ type sub struct {
 	hist *hdrhistogram.Histogram // measured latencies (ns); read after the reader exits
 
 	warm, measured atomic.Int64
-	last           atomic.Int64 // ns since base of the latest measured arrival
+	first, last    atomic.Int64 // ns since base of the first and the latest measured arrival
 	foreign        atomic.Int64 // payloads too short to be ours
 	err            error
 }
@@ -62,7 +67,9 @@ type run struct {
 	subsView atomic.Pointer[[]*sub]
 	loops    []*loop
 	subWG    sync.WaitGroup
-	stopSubs chan struct{}
+	// subsCtx ends the readers' NextBatch waits when the run closes.
+	subsCtx  context.Context
+	stopSubs context.CancelFunc
 
 	phase                  atomic.Value // Phase, for progress reports
 	published, measuredPub atomic.Int64
@@ -76,7 +83,8 @@ type run struct {
 }
 
 func newRun(cfg Config, t *target) *run {
-	r := &run{cfg: cfg, t: t, base: time.Now(), stopSubs: make(chan struct{})}
+	r := &run{cfg: cfg, t: t, base: time.Now()}
+	r.subsCtx, r.stopSubs = context.WithCancel(context.Background())
 	r.phase.Store(PhaseConnecting)
 	name := cfg.Stream
 	if name == "" {
@@ -93,6 +101,13 @@ func newRun(cfg Config, t *target) *run {
 func (r *run) execute(ctx context.Context) error {
 	if err := r.connect(ctx); err != nil {
 		return err
+	}
+	if r.cfg.Ready != nil {
+		r.cfg.Ready()
+	}
+	if r.cfg.SubscribeOnly {
+		r.awaitPublisher(ctx)
+		return nil
 	}
 	if r.cfg.Warmup > 0 {
 		r.phase.Store(PhaseWarmup)
@@ -123,6 +138,23 @@ func (r *run) execute(ctx context.Context) error {
 	return nil
 }
 
+// awaitPublisher waits for the deliveries of a publisher in another
+// process: as long as ctx allows for the first, then until every one of
+// (Warmup + Count) x Fanout arrived or none did for settleAfter.
+func (r *run) awaitPublisher(ctx context.Context) {
+	r.phase.Store(PhaseMeasuring)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for r.deliveredTotal() == 0 {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+	r.waitDeliveries(ctx, int64(r.cfg.Warmup+r.cfg.Count), r.deliveredTotal)
+}
+
 // connect dials every connection, creates a durable stream, subscribes,
 // and reads the drop counters the run's drops are counted from.
 func (r *run) connect(ctx context.Context) error {
@@ -142,7 +174,9 @@ func (r *run) connect(ctx context.Context) error {
 		r.subConns = append(r.subConns, c)
 	}
 	for i := range cfg.Fanout {
-		s, err := r.subConns[i%len(r.subConns)].Subscribe(ctx, r.stream, client.SubscribeOptions{})
+		// Batches: the reader takes each batch on its own goroutine, as a
+		// consumer that counts or copies would, with no hop per event.
+		s, err := r.subConns[i%len(r.subConns)].Subscribe(ctx, r.stream, client.SubscribeOptions{Batches: true})
 		if err != nil {
 			return fmt.Errorf("subscribe %d to %s: %w", i, r.stream.Name, err)
 		}
@@ -153,14 +187,14 @@ func (r *run) connect(ctx context.Context) error {
 		r.subWG.Add(1)
 		go r.read(bs)
 	}
-	for range cfg.Publishers {
+	for range r.publishers() {
 		c, err := r.dial(ctx)
 		if err != nil {
 			return err
 		}
 		r.pubs = append(r.pubs, c)
 	}
-	for range cfg.Publishers * cfg.Inflight {
+	for range r.publishers() * cfg.Inflight {
 		r.loops = append(r.loops, &loop{hist: newHist()})
 	}
 	if r.t.drops != nil {
@@ -172,6 +206,15 @@ func (r *run) connect(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// publishers is the publishing connections this process makes: none when
+// another process publishes.
+func (r *run) publishers() int {
+	if r.cfg.SubscribeOnly {
+		return 0
+	}
+	return r.cfg.Publishers
 }
 
 func (r *run) dial(ctx context.Context) (*client.Client, error) {
@@ -242,32 +285,40 @@ func (r *run) owner(ctx context.Context, c *client.Client) (string, error) {
 	}
 }
 
-// read counts and times one subscription's deliveries until stopSubs.
+// read counts and times one subscription's deliveries until the run
+// closes (subsCtx) or the subscription ends.
 func (r *run) read(s *sub) {
 	defer r.subWG.Done()
-	events := s.sub.Events()
 	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				s.err = s.sub.Err()
-				return
+		events, err := s.sub.NextBatch(r.subsCtx)
+		if err != nil {
+			if r.subsCtx.Err() == nil {
+				s.err = err
 			}
-			now := int64(time.Since(r.base))
+			return
+		}
+		now := int64(time.Since(r.base))
+		var warm, measured int64
+		for _, ev := range events {
 			if len(ev.Payload) < tsBytes {
 				s.foreign.Add(1)
 				continue
 			}
 			ts := binary.LittleEndian.Uint64(ev.Payload)
 			if ts&warmBit != 0 {
-				s.warm.Add(1)
+				warm++
 				continue
 			}
-			record(s.hist, now-int64(ts))
+			if !r.cfg.SubscribeOnly {
+				record(s.hist, now-int64(ts)) // the same clock stamped it
+			}
+			measured++
+		}
+		s.warm.Add(warm)
+		if measured > 0 {
+			s.first.CompareAndSwap(0, now)
 			s.last.Store(now)
-			s.measured.Add(1)
-		case <-r.stopSubs:
-			return
+			s.measured.Add(measured)
 		}
 	}
 }
@@ -285,9 +336,14 @@ func (r *run) deliveredTotal() int64 {
 }
 
 // waitDeliveries waits until got() reaches published x fanout, nothing
-// arrives for settleAfter, or ctx ends.
+// arrives for settleAfter (settleAfterPublisher for SubscribeOnly), or ctx
+// ends.
 func (r *run) waitDeliveries(ctx context.Context, published int64, got func() int64) {
 	want := published * int64(r.cfg.Fanout)
+	settle := settleAfter
+	if r.cfg.SubscribeOnly {
+		settle = settleAfterPublisher
+	}
 	last, lastChange := got(), time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -298,7 +354,7 @@ func (r *run) waitDeliveries(ctx context.Context, published int64, got func() in
 		}
 		if n != last {
 			last, lastChange = n, time.Now()
-		} else if time.Since(lastChange) >= settleAfter {
+		} else if time.Since(lastChange) >= settle {
 			return
 		}
 		select {
@@ -488,7 +544,7 @@ func (r *run) close() {
 		wg.Wait()
 	}
 	closeAll(r.pubs)
-	close(r.stopSubs)
+	r.stopSubs()
 	r.subWG.Wait()
 	closeAll(r.subConns)
 }

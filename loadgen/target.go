@@ -53,7 +53,7 @@ func startEmbedded(cfg Config) (*target, error) {
 		bc.DurableFsync = cfg.Fsync
 	}
 	if cfg.Policy == "block" {
-		bc.SubscriberLaneQueuePolicy = "block" // lossless end to end, as the reference harness runs
+		bc.SubscriberLaneQueuePolicy = "block" // lossless end to end, so every message is accounted for
 	}
 	b, err := broker.New(bc)
 	if err == nil {

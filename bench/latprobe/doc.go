@@ -1,5 +1,5 @@
-// Package latprobe holds the hop-by-hop latency breakdown of one delivery
-// (issue #17): a test built only with -tags felixprobe, which runs a broker
+// Package latprobe holds the hop-by-hop latency breakdown of one delivery:
+// a test built only with -tags felixprobe, which runs a broker
 // and its clients in one process so that internal/probe's marks share one
 // clock, publishes one 128 B message at a time at 1000 msg/s to one
 // subscriber, and prints each hop's share of the publish-to-delivery time

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/getfelix/felix-go/internal/brokertest"
+	"github.com/getfelix/felix-go/brokertest"
 )
 
 // The broker, its clients and the raw QUIC endpoints must all be gone when

@@ -1,5 +1,5 @@
 // Command quicraw measures what quic-go alone moves on this machine, as the
-// ceiling of Felix's core delivery (issue #17): a server writes records of
+// ceiling of Felix's core delivery: a server writes records of
 // -size bytes, -batch to a frame (Felix's event batch: up to 64 events or
 // 64 KiB), on one unidirectional stream to each of -conns client
 // connections, with Felix's QUIC settings (internal/quicconf); the clients

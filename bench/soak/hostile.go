@@ -18,9 +18,9 @@ import (
 	"github.com/getfelix/felix-go/wire"
 )
 
-// The hostile clients replay issue #11's probes in a loop, each on its own
+// The hostile clients replay broker/hostile_test.go's probes in a loop, each on its own
 // raw QUIC connection speaking wire frames (as broker/hostile_test.go does
-// through internal/brokertest, which needs a testing.TB). Each cycle dials,
+// through brokertest, which needs a testing.TB). Each cycle dials,
 // attacks, waits for the broker's answer or holds what it pinned, and
 // closes; every wait is bounded and ends when the run does. What the
 // broker answered is tallied as outcomes: they are the broker's defences
@@ -46,11 +46,11 @@ const (
 )
 
 var attacks = []hostileAttack{
-	{"frame_headers", "32 streams each sending a frame header announcing max_frame_bytes, no body (#11 item 5)", attackHeaders},
-	{"unread_answers", "4 streams × 300 stream_read requests for a 1 MiB durable stream, answers never read, held 15 s (#11 item 7)", attackUnreadAnswers},
-	{"stalled_frames", "half a publish frame, and one trickling a byte every 500 ms (#11 item 10)", attackStalled},
-	{"idle_streams", "opens bidirectional streams until QUIC refuses, one request each, then holds them idle 30 s (#11 item 10)", attackIdleStreams},
-	{"pre_auth", "half an Auth frame, a unidirectional stream, 16 streams of 64 KiB, then waits (#11 item 6)", attackPreAuth},
+	{"frame_headers", "32 streams each sending a frame header announcing max_frame_bytes, no body", attackHeaders},
+	{"unread_answers", "4 streams × 300 stream_read requests for a 1 MiB durable stream, answers never read, held 15 s", attackUnreadAnswers},
+	{"stalled_frames", "half a publish frame, and one trickling a byte every 500 ms", attackStalled},
+	{"idle_streams", "opens bidirectional streams until QUIC refuses, one request each, then holds them idle 30 s", attackIdleStreams},
+	{"pre_auth", "half an Auth frame, a unidirectional stream, 16 streams of 64 KiB, then waits", attackPreAuth},
 }
 
 // hostileReadStream is the durable stream the unread-answers attack reads:

@@ -1,8 +1,9 @@
-// Command soak is the soak benchmark of issue #11: it runs a felix broker as
-// a child process on loopback, holds many connections and subscriptions on
-// it for a long time under mixed publish and read traffic while a few
-// hostile clients loop the attacks the issue lists, and reports the broker
-// process's peak memory and file descriptors. It is not run in CI (the
+// Command soak is the soak benchmark of what clients can make the broker
+// hold: it runs a felix broker as a child process on loopback, holds many
+// connections and subscriptions on it for a long time under mixed publish
+// and read traffic while a few hostile clients loop the attacks
+// broker/hostile_test.go plays once, and reports the broker process's peak
+// memory and file descriptors. It is not run in CI (the
 // smoke test in main_test.go is, at a tiny scale):
 //
 //	go run ./bench/soak --duration 10m                  # 1000 connections, 10 000 subscriptions

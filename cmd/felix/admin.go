@@ -24,12 +24,16 @@ type adminOpts struct {
 	addr    string
 	token   string
 	timeout time.Duration
+	// contextName is --context; ctxToken the chosen context's token and
+	// ctxFrom where it came from (applyContext).
+	contextName, ctxToken, ctxFrom string
 }
 
 func (o *adminOpts) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.addr, "admin", "127.0.0.1:5080", "the broker's admin endpoint (felix broker --admin)")
 	registerToken(fs, &o.token)
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on the admin endpoint after this long")
+	registerContext(fs, &o.contextName)
 }
 
 // call sends one request to the admin endpoint and decodes its JSON answer.
@@ -48,7 +52,9 @@ func (o *adminOpts) call(ctx context.Context, method, path string, body, into an
 	if err != nil {
 		return usagef("bad --admin %q: %v", o.addr, err)
 	}
-	if body != nil {
+	if method != http.MethodGet {
+		// The endpoint refuses a change without it, body or none (a drain
+		// has none): it is what tells a browser's form post from a client.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	token, err := o.bearer()
@@ -95,10 +101,10 @@ func (o *adminOpts) refusal(resp *http.Response, path string, data []byte) error
 	switch resp.StatusCode {
 	case http.StatusUnauthorized:
 		return fmt.Errorf("the admin endpoint at %s refused %s: %s. This command sent %s. %s",
-			o.addr, path, e.Error, tokenSource(o.token), howToGetToken)
+			o.addr, path, e.Error, tokenSource(o.token, o.ctxFrom), howToGetToken)
 	case http.StatusForbidden:
 		if strings.HasPrefix(e.Error, "forbidden:") {
-			return fmt.Errorf("the admin endpoint at %s refused %s: %s; this command sent %s", o.addr, path, e.Error, tokenSource(o.token))
+			return fmt.Errorf("the admin endpoint at %s refused %s: %s; this command sent %s", o.addr, path, e.Error, tokenSource(o.token, o.ctxFrom))
 		}
 	}
 	return errors.New(e.Error)
@@ -109,6 +115,9 @@ func (o *adminOpts) refusal(resp *http.Response, path string, data []byte) error
 func (o *adminOpts) bearer() (string, error) {
 	if token, src := flagOrEnvToken(o.token); src != "" {
 		return token, nil
+	}
+	if o.ctxFrom != "" {
+		return o.ctxToken, nil
 	}
 	data, err := os.ReadFile(client.DefaultTokenFile)
 	switch {
@@ -132,7 +141,7 @@ func newTreeCmd() *command {
 	fs := newFlagSet("tree")
 	o.admin.register(fs)
 	fs.BoolVar(&o.json, "json", false, "print the actors as JSON (one object with an \"actors\" list)")
-	fs.StringVar(&o.kind, "kind", "", "only actors of this kind: shard, feeder, lane, connection_writer, supervisor")
+	fs.StringVar(&o.kind, "kind", "", "only actors of this kind: shard, feeder, lane, connection_writer, group, session, supervisor (none matching exits 1)")
 	fs.BoolVar(&o.cluster, "cluster", false, "every cluster member's tree, gathered by the member at --admin, under a heading per member")
 	c := &command{
 		name:  "tree",
@@ -150,7 +159,7 @@ Examples:
   felix tree --cluster --admin 127.0.0.1:7101`,
 		flags: fs,
 	}
-	c.run = o.run
+	c.run = o.admin.withContext(fs, o.run)
 	return c
 }
 
@@ -172,10 +181,23 @@ func (o *treeOpts) run(ctx context.Context, args []string) error {
 		return err
 	}
 	if o.json {
-		return json.NewEncoder(os.Stdout).Encode(res)
+		if err := printJSON(os.Stdout, struct {
+			Actors []broker.ActorInfo `json:"actors"`
+		}{nonNil(res.Actors)}); err != nil {
+			return err
+		}
+	} else {
+		printTree(os.Stdout, res.Actors, o.kind != "")
 	}
-	printTree(os.Stdout, res.Actors, o.kind != "")
+	if o.kind != "" && len(res.Actors) == 0 {
+		return noKind(o.kind)
+	}
 	return nil
+}
+
+// noKind is tree --kind's error when no actor matched.
+func noKind(kind string) error {
+	return fmt.Errorf("no actor of kind %q: the kinds are shard, feeder, lane, connection_writer, group, session and supervisor (felix tree lists every actor)", kind)
 }
 
 // runCluster prints every member's tree. --kind filters here: the
@@ -196,9 +218,27 @@ func (o *treeOpts) runCluster(ctx context.Context) error {
 		trees.Members[i].Actors = filtered
 	}
 	if o.json {
-		return json.NewEncoder(os.Stdout).Encode(trees)
+		if err := printJSON(os.Stdout, trees); err != nil {
+			return err
+		}
+	} else if err := printTrees(os.Stdout, trees, o.kind != ""); err != nil {
+		return err
 	}
-	return printTrees(os.Stdout, trees, o.kind != "")
+	if o.kind != "" && !anyActor(trees) {
+		return noKind(o.kind)
+	}
+	return nil
+}
+
+// anyActor says whether a member's tree lists an actor.
+func anyActor(trees cluster.Trees) bool {
+	for _, m := range trees.Members {
+		var doc memberActors
+		if m.Error == "" && json.Unmarshal(m.Actors, &doc) == nil && len(doc.Actors) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // memberActors is a member's /debug/actors document.
@@ -227,7 +267,11 @@ func printTrees(w io.Writer, trees cluster.Trees, flat bool) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		if m.Error != "" {
+		switch {
+		case m.Down:
+			fmt.Fprintf(w, "== %s: DOWN, last seen %s ==\n", m.NodeID, joinedAgo(m.LastSeen, time.Now()))
+			continue
+		case m.Error != "":
 			fmt.Fprintf(w, "== %s: no tree: %s ==\n", m.NodeID, m.Error)
 			continue
 		}

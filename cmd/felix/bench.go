@@ -66,6 +66,9 @@ type benchOpts struct {
 	fsync          string
 	replicas       int
 
+	role string
+	ack  string
+
 	json  bool
 	quiet bool
 
@@ -100,6 +103,8 @@ func newBenchCmd() *command {
 	fs.BoolVar(&o.durable, "durable", false, "publish to a durable stream (created for the run); acks come after the log write, or the fsync under --fsync on_commit")
 	fs.StringVar(&o.fsync, "fsync", "periodic", "with --durable and the embedded broker: none, periodic or on_commit")
 	fs.IntVar(&o.replicas, "replicas", 0, "with --durable: the stream's replication factor (0: the broker's default, 3 in a cluster of at least 3 members); the run publishes at the shard's leader")
+	fs.StringVar(&o.role, "role", "both", "both (publishers and subscribers in this process), pub (the publishers alone) or sub (the --fanout subscribers alone, for a --role pub process with the same --count and --warmup: no latency, the payloads carry the other process's clock)")
+	fs.StringVar(&o.ack, "ack", "", "the answer each publish waits for: none (written, no answer: losses show as unaccounted), message or batch (default: the profile's, latency message, throughput batch)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object with the parameters and results on stdout (the table goes to stderr)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress or table on stderr (errors still print)")
 	c := &command{
@@ -123,6 +128,13 @@ temporary data dir, subscriber queues under --policy, block by default, so a
 run is lossless). With --broker it measures a running broker; give --admin to
 read its drop counters.
 
+--role pub and --role sub split a run over two processes against one --broker,
+as nats bench pub and nats bench sub do, so each process's CPU is its own: start
+the sub process (it prints "subscribed" on stderr once every subscription is
+made), then the pub process with the same --count and --warmup. The sub
+process expects (warmup + count) x fanout deliveries (it gives up once none
+came for 10 s) and reports no latency.
+
 Accounting covers the whole run, warmup included: unaccounted = published x
 fanout - delivered - dropped must be 0. The broker's drop counters count
 batches, not messages, so a lossy run with batches over one message cannot
@@ -132,7 +144,9 @@ balance: bench says so. A run with unaccounted messages, or one cut by
 Examples:
   felix bench --profile latency --fanout 10
   felix bench --profile throughput --payload 1KiB --count 200000 --json
-  felix bench --broker 127.0.0.1:5000 --ca felix-data/cert.pem --admin 127.0.0.1:5080`,
+  felix bench --broker 127.0.0.1:5000 --ca felix-data/cert.pem --admin 127.0.0.1:5080
+  felix bench --broker 127.0.0.1:5000 --stream s --role sub --fanout 10 --count 100000 &
+  felix bench --broker 127.0.0.1:5000 --stream s --role pub --count 100000 --ack none`,
 		flags: fs,
 	}
 	c.run = o.run
@@ -157,6 +171,9 @@ func (o *benchOpts) check(args []string) error {
 		return err
 	}
 	if err := o.applyProfile(); err != nil {
+		return err
+	}
+	if err := o.checkRole(); err != nil {
 		return err
 	}
 	if err := o.checkRun(); err != nil {
@@ -196,6 +213,17 @@ func (o *benchOpts) applyProfile() error {
 	if !ok {
 		return usagef("--profile: want latency or throughput, got %q", o.profile)
 	}
+	switch o.ack {
+	case "":
+	case "none":
+		prof.ack = wire.AckNone
+	case "message":
+		prof.ack = wire.AckPerMessage
+	case "batch":
+		prof.ack = wire.AckPerBatch
+	default:
+		return usagef("--ack: want none, message or batch, got %q", o.ack)
+	}
 	o.prof = prof
 	if !changed("batch") {
 		o.batch = prof.batch
@@ -218,6 +246,38 @@ func (o *benchOpts) applyProfile() error {
 	return nil
 }
 
+// checkRole: a pub process holds no subscribers, and a sub process none of
+// what only a publisher has.
+func (o *benchOpts) checkRole() error {
+	changed := o.flags.Changed
+	switch o.role {
+	case "both":
+	case "pub":
+		if changed("fanout") && o.fanout != 0 || changed("sub-conns") {
+			return usagef("--role pub holds no subscribers: run them with --role sub (--fanout there)")
+		}
+		o.fanout, o.subConns = 0, 0
+	case "sub":
+		switch {
+		case o.fanout < 1:
+			return usagef("--role sub needs --fanout 1 or more subscribers, got %d", o.fanout)
+		case o.duration > 0 || o.count == 0:
+			return usagef("--role sub needs --count (and the same --warmup) as the --role pub process: it waits for that many")
+		case o.durable:
+			return usagef("--role sub with --durable: the --role pub process creates the durable stream")
+		case changed("rate") && o.rate > 0 || changed("publishers") || changed("inflight") || changed("batch") || changed("ack"):
+			return usagef("--rate, --publishers, --inflight, --batch and --ack belong to the --role pub process")
+		}
+		o.rate = 0
+	default:
+		return usagef("--role: want both, pub or sub, got %q", o.role)
+	}
+	if o.role != "both" && (o.brokerAddr == "" || o.stream == "") {
+		return usagef("--role %s needs --broker and --stream: the other process must reach the same stream on the same broker", o.role)
+	}
+	return nil
+}
+
 // checkRun checks the run's shape: sizes, connections, its end and pace.
 func (o *benchOpts) checkRun() error {
 	loops := o.publishers * o.inflight
@@ -228,7 +288,7 @@ func (o *benchOpts) checkRun() error {
 		return usagef("--payload %d is larger than the 16 MiB frame cap", o.payload)
 	case o.fanout < 0:
 		return usagef("--fanout must not be negative, got %d", o.fanout)
-	case o.fanout == 0 && o.profile == "latency":
+	case o.fanout == 0 && o.profile == "latency" && o.role == "both":
 		return usagef("--fanout 0 with the latency profile: nothing would be delivered to time; give --fanout 1 or more")
 	case o.fanout == 0 && o.flags.Changed("sub-conns") && o.subConns > 0:
 		return usagef("--sub-conns %d with --fanout 0: there are no subscribers to connect", o.subConns)
@@ -321,6 +381,11 @@ func (o *benchOpts) config() loadgen.Config {
 		Fanout: o.fanout, SubConns: o.subConns, Publishers: o.publishers, Inflight: o.inflight,
 		Count: o.count, Duration: o.duration, Warmup: o.warmup, Rate: o.rate,
 		Timeout: o.timeout, ConnectTimeout: o.connectTimeout,
+		SubscribeOnly: o.role == "sub",
+	}
+	if o.role == "sub" {
+		// The line a script waits for before it starts the --role pub process.
+		cfg.Ready = func() { fmt.Fprintln(os.Stderr, "subscribed") }
 	}
 	if o.brokerAddr != "" {
 		token, _ := flagOrEnvToken(o.token)
@@ -388,6 +453,7 @@ func printProgress(w io.Writer) func(loadgen.Progress) {
 // benchResult is the report: parameters, accounting, rates, latencies.
 type benchResult struct {
 	Profile string `json:"profile"`
+	Role    string `json:"role"`
 	Broker  string `json:"broker"`
 	Policy  string `json:"policy"`
 	Stream  string `json:"stream"`
@@ -455,7 +521,7 @@ type benchResult struct {
 // table and --json show them.
 func (o *benchOpts) report(res *loadgen.Result) *benchResult {
 	rep := &benchResult{
-		Profile: o.profile, Broker: "embedded", Policy: o.policy, Stream: res.Stream,
+		Profile: o.profile, Role: o.role, Broker: "embedded", Policy: o.policy, Stream: res.Stream,
 		Target: res.Target, Replicas: o.replicas,
 		Payload: int64(o.payload), Batch: o.batch, Ack: o.prof.ack.String(), Fanout: o.fanout,
 		Publishers: o.publishers, Inflight: o.inflight, SubConns: o.subConns,
@@ -547,6 +613,9 @@ func (res *benchResult) printTable(w io.Writer) {
 		rate = fmt.Sprintf("paced at %s msg/s", groupDigits(int64(res.Rate)))
 	}
 	fmt.Fprintf(w, "\nfelix bench: %s profile, broker %s (policy %s), stream %s\n", res.Profile, res.Broker, res.Policy, res.Stream)
+	if res.Role != "both" {
+		fmt.Fprintf(w, "  role %s: the other half of the run is another process\n", res.Role)
+	}
 	if res.Target != "" && res.Target != res.Broker {
 		fmt.Fprintf(w, "  published at %s, the owner of the stream's shard (replicas: %d, 0 is the broker's default)\n", res.Target, res.Replicas)
 	}

@@ -153,6 +153,36 @@ func TestBenchRemote(t *testing.T) {
 	}
 }
 
+// TestBenchRoles: a run split over a --role sub and a --role pub process
+// against one broker balances on the sub side, which counts the warmup the
+// pub process sent apart from the measured messages; --ack none publishes
+// unanswered and its deliveries are still counted.
+func TestBenchRoles(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "--subscriber-queue-policy", "block", "--subscriber-lane-queue-policy", "block")
+	remote := []string{"bench", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--json", "--quiet"}
+	for _, ack := range []string{"batch", "none"} {
+		stream := "roles-" + ack
+		sub := start(t, opts{}, append(remote, "--role", "sub", "--stream", stream, "--fanout", "3", "--count", "6400", "--warmup", "640")...)
+		sub.waitStderrLine(t, "subscribed")
+		pub := runFelix(t, opts{}, append(remote, "--role", "pub", "--stream", stream, "--count", "6400", "--warmup", "640", "--ack", ack)...)
+		pub.wantExit(t, 0)
+		sub.wantExit(t, 0)
+		pr, sr := parseBench(t, pub), parseBench(t, sub)
+		if pr.Published != 7040 || pr.Fanout != 0 || pr.Expected != 0 {
+			t.Errorf("ack %s: pub published %d, fanout %d, expected %d: want 7040, 0, 0", ack, pr.Published, pr.Fanout, pr.Expected)
+		}
+		if sr.Expected != 3*7040 || sr.Delivered != sr.Expected || sr.MeasuredDelivered != 3*6400 ||
+			sr.Unaccounted == nil || *sr.Unaccounted != 0 || !(sr.DeliveriesPerS > 0) {
+			t.Errorf("ack %s: sub expected %d, delivered %d (measured %d), unaccounted %v, deliveries/s %v: "+
+				"want 21120, all of them (19200 measured), 0 and a rate", ack, sr.Expected, sr.Delivered, sr.MeasuredDelivered, sr.Unaccounted, sr.DeliveriesPerS)
+		}
+		if sr.P50US != 0 {
+			t.Errorf("ack %s: sub reported a p50 of %vµs from another process's clock, want none", ack, sr.P50US)
+		}
+	}
+}
+
 // TestBenchDeadline: a run that cannot finish in its --timeout reports
 // what it got and exits 1, on time.
 func TestBenchDeadline(t *testing.T) {
@@ -212,6 +242,14 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--broker", "nowhere"}, "--broker: want host:port"},
 		{[]string{"--broker", "127.0.0.1:5000", "--ca", "x.pem", "--insecure"}, "contradict each other"},
 		{[]string{"--stream", "a/b"}, "--stream: stream name"},
+		{[]string{"--role", "relay"}, "--role: want both, pub or sub"},
+		{[]string{"--role", "pub", "--stream", "s"}, "needs --broker and --stream"},
+		{[]string{"--role", "sub", "--broker", "127.0.0.1:5000"}, "needs --broker and --stream"},
+		{[]string{"--role", "pub", "--broker", "127.0.0.1:5000", "--stream", "s", "--fanout", "2"}, "--role pub holds no subscribers"},
+		{[]string{"--role", "sub", "--broker", "127.0.0.1:5000", "--stream", "s", "--fanout", "0"}, "--role sub needs --fanout 1 or more"},
+		{[]string{"--role", "sub", "--broker", "127.0.0.1:5000", "--stream", "s", "--duration", "2s"}, "--role sub needs --count"},
+		{[]string{"--role", "sub", "--broker", "127.0.0.1:5000", "--stream", "s", "--ack", "none"}, "belong to the --role pub process"},
+		{[]string{"--ack", "sometimes"}, "--ack: want none, message or batch"},
 		{[]string{"extra"}, "bench takes no arguments"},
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 	} {

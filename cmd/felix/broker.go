@@ -54,7 +54,9 @@ func newBrokerCmd() *command {
 		name:  "broker",
 		short: "run a broker",
 		long: `Runs a broker until SIGINT or SIGTERM, then stops it cleanly. SIGHUP
-reloads the --auth-keys file (a bad file keeps the keys in force).
+reloads the --auth-keys file and the TLS certificate and key files
+(--tls-cert, --tls-key, or the self-signed pair in --data-dir) for new
+felix/1 and Kafka connections; a bad file keeps what is in force.
 
 Clients need a token (unless --auth none). On first start the broker writes
 DATA_DIR/admin.token, full rights on tenant default; clients started in the
@@ -123,9 +125,15 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 		log.Info().Str("ca", filepath.Join(cfg.DataDir, quicconf.CertFile)).
 			Msg("self-signed certificate: clients in this folder trust it; elsewhere pass --ca with this file")
 	}
+	return serveUntilDone(ctx, b, cfg, log)
+}
 
-	// A cluster member configured for another cluster than etcd holds can
-	// never join: it stops, with the error, rather than serve nothing.
+// serveUntilDone runs b until ctx ends or b stops itself, then stops it.
+// A cluster member configured for another cluster than etcd holds can
+// never join, and a broker that lost a core actor has stopped itself:
+// either way it exits with the error (status 1), rather than serve
+// nothing.
+func serveUntilDone(ctx context.Context, b *broker.Broker, cfg config.Config, log zerolog.Logger) error {
 	ctx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	fatal := make(chan error, 1)
@@ -138,8 +146,14 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 		}
 	}()
 	reloaded := reloadOnHangup(ctx, b, cfg.Auth == "none", log)
+	memDone := make(chan struct{})
+	go func() {
+		defer close(memDone)
+		returnIdleMemory(ctx)
+	}()
 	<-ctx.Done()
 	<-reloaded
+	<-memDone
 	stopOnSignal()
 	log.Info().Str("cause", context.Cause(ctx).Error()).Stringer("timeout", stopTimeout).
 		Msg("stopping broker (signal again to force)")
@@ -156,10 +170,10 @@ func (o *brokerOpts) run(ctx context.Context, args []string) error {
 	}
 }
 
-// reloadOnHangup reloads the broker's auth keys on each SIGHUP until ctx
-// ends; the returned channel closes when it has stopped listening. A bad
-// key file keeps the keys in force (ReloadKeys logs it); the broker never
-// stops on SIGHUP.
+// reloadOnHangup reloads the broker's TLS certificate and auth keys on
+// each SIGHUP until ctx ends; the returned channel closes when it has
+// stopped listening. A bad certificate or key file keeps what is in force
+// (ReloadTLS and ReloadKeys log it); the broker never stops on SIGHUP.
 func reloadOnHangup(ctx context.Context, b *broker.Broker, authNone bool, log zerolog.Logger) <-chan struct{} {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -170,12 +184,13 @@ func reloadOnHangup(ctx context.Context, b *broker.Broker, authNone bool, log ze
 		for {
 			select {
 			case <-hup:
+				log.Info().Msg("SIGHUP: reloading the TLS certificate and the auth keys")
+				_ = b.ReloadTLS() // it logs the outcome, and a failure keeps the certificate in force
 				if authNone {
-					log.Warn().Msg("SIGHUP ignored: auth none has no keys to reload")
+					log.Info().Msg("auth none: no auth keys to reload")
 					continue
 				}
-				log.Info().Msg("SIGHUP: reloading auth keys")
-				_ = b.ReloadKeys() // it logs the outcome, and a failure keeps the keys in force
+				_ = b.ReloadKeys() // likewise
 			case <-ctx.Done():
 				return
 			}
@@ -241,7 +256,9 @@ func newLogger(format, level string) (zerolog.Logger, error) {
 	case "json":
 		log = zerolog.New(os.Stderr)
 	case "console":
-		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"})
+		// Colour only for a terminal: escape codes in a file or a pipe
+		// are noise to whatever reads it.
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000", NoColor: !isTerminal(os.Stderr)})
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format: want console, json or auto, got %q", format)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -52,7 +51,7 @@ kill kills once; run kills one actor of a random kind from --kinds every
 --interval for --duration and prints what it killed.`,
 		flags: fs,
 	}
-	c.run = o.run
+	c.run = o.admin.withContext(fs, o.run)
 	return c
 }
 
@@ -96,13 +95,16 @@ func (o *chaosOpts) kill(ctx context.Context, req broker.KillRequest) error {
 		return err
 	}
 	if o.json {
-		return json.NewEncoder(os.Stdout).Encode(res)
+		if err := printJSON(os.Stdout, res); err != nil {
+			return err
+		}
+	} else {
+		for _, p := range res.Killed {
+			fmt.Printf("%s %s\n", res.Mode, p)
+		}
 	}
 	if len(res.Killed) == 0 {
-		fmt.Printf("no live actor of kind %s to kill\n", req.Kind)
-	}
-	for _, p := range res.Killed {
-		fmt.Printf("%s %s\n", res.Mode, p)
+		return fmt.Errorf("no live actor of kind %s to kill: felix tree --kind %s lists them (the kinds: shard, feeder, lane, connection_writer, group)", req.Kind, req.Kind)
 	}
 	return nil
 }

@@ -97,7 +97,7 @@ func TestChaosCLI(t *testing.T) {
 		{`(?m)^felix/subscribers \[supervisor\] depth \d+/\d+`, 1},
 		{`(?m)^felix/lanes \[supervisor\] depth \d+/\d+`, 1},
 		{`(?m)^felix/connections \[supervisor\] depth \d+/\d+`, 1},
-		{`(?m)^felix/registry \[supervisor\] depth \d+/\d+`, 1},
+		{`(?m)^felix/registry \[registry\] depth \d+/\d+`, 1},
 		{`(?m)^  default:default:s:0 \[shard\] depth \d+/64 block .*stream=default/default/s shard=0`, 1},
 		{`(?m)^  sub-\d+ \[feeder\] depth \d+/512 drop_new .*stream=default/default/s shard=0 subscription=\d+ conn=\d+ lane=\d`, 2},
 		{`(?m)^  lane-\d \[lane\] depth \d+/64 block lane=\d$`, 4},

@@ -29,7 +29,10 @@ const (
 	stopWithin  = 5 * time.Second  // a clean stop on SIGTERM takes less
 )
 
-var felixBin string // built once by TestMain
+var (
+	felixBin       string // built once by TestMain
+	emptyConfigDir string // $XDG_CONFIG_HOME and $HOME of every felix run: no contexts
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "felix-cli-test-")
@@ -38,6 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	felixBin = filepath.Join(dir, "felix")
+	emptyConfigDir = filepath.Join(dir, "config")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	out, err := exec.CommandContext(ctx, "go", "build", "-o", felixBin, ".").CombinedOutput()
 	cancel()
@@ -230,6 +234,8 @@ func TestBrokerConfig(t *testing.T) {
 		{name: "empty listen", args: []string{"--listen", ""}, wants: []string{"config: listen"}},
 		{name: "unknown flag", args: []string{"--no-such-flag"}, wants: []string{"no-such-flag"}},
 		{name: "argument", args: []string{"extra"}, wants: []string{"no arguments"}},
+		{name: "plaintext etcd off loopback", args: []string{"--cluster-etcd", "http://192.0.2.1:2379"}, wants: []string{"config: cluster_etcd: ", "plaintext", "cluster_etcd_allow_plaintext"}},
+		{name: "tls etcd named http", env: []string{"FELIX_CLUSTER_ETCD_TLS_CA=ca.pem"}, args: []string{"--cluster-etcd", "http://127.0.0.1:2379"}, wants: []string{"would drop TLS", "https://"}},
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,7 +257,7 @@ func TestBrokerConfig(t *testing.T) {
 }
 
 // TestBrokerHelp: felix broker --help describes the knobs, not only their
-// units and variables, and says what --data-dir holds (issue #9).
+// units and variables, and says what --data-dir holds.
 func TestBrokerHelp(t *testing.T) {
 	t.Parallel()
 	r := runFelix(t, opts{}, "broker", "--help")
@@ -443,7 +449,7 @@ func TestClientErrors(t *testing.T) {
 		})
 	}
 	// A broker's refusal reads once: the command's context, the code, the
-	// broker's message, and no second "felix:" (issue #9).
+	// broker's message, and no second "felix:".
 	refusals := []struct {
 		args []string
 		want string
@@ -616,6 +622,9 @@ func start(t *testing.T, o opts, args ...string) *proc {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	// No felix context of the user's may change what a test runs: the
+	// config directory is an empty one, unless o.env names another.
+	cmd.Env = append(cmd.Env, "XDG_CONFIG_HOME="+emptyConfigDir, "HOME="+emptyConfigDir)
 	cmd.Env = append(cmd.Env, o.env...)
 	p := &proc{args: args, cmd: cmd, stdout: newNotifyBuffer(), stderr: newNotifyBuffer(), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
@@ -732,12 +741,12 @@ type brokerProc struct {
 	token string // its admin.token: full rights on tenant default
 }
 
-func startBroker(t *testing.T) *brokerProc {
+func startBroker(t *testing.T, extra ...string) *brokerProc {
 	t.Helper()
 	dir := t.TempDir()
 	addrFile := filepath.Join(dir, "addr")
-	p := start(t, opts{}, "broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
-		"--addr-file", addrFile, "--log-format", "json")
+	p := start(t, opts{}, append([]string{"broker", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
+		"--addr-file", addrFile, "--log-format", "json"}, extra...)...)
 	// The address file comes from another process, which cannot tell this
 	// one when it is there, so the test polls for it, briefly and under a
 	// deadline. The broker writes it by rename: it is whole once it exists.

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,11 +24,12 @@ const (
 )
 
 type clusterOpts struct {
-	admin adminOpts
-	json  bool
-	wait  bool
-	certs certsOpts
-	out   io.Writer // os.Stdout; progress goes to os.Stderr
+	admin  adminOpts
+	json   bool
+	shards bool
+	wait   bool
+	certs  certsOpts
+	out    io.Writer // os.Stdout; progress goes to os.Stderr
 }
 
 func newClusterCmd() *command {
@@ -41,20 +42,25 @@ func newClusterCmd() *command {
 	timeout.Usage = "give up after this long (drain: including the wait for its shards to move)"
 	timeout.DefValue = clusterTimeout.String()
 	o.admin.timeout = clusterTimeout
-	fs.BoolVar(&o.json, "json", false, "ls: print the cluster status as JSON")
+	fs.BoolVar(&o.json, "json", false, "ls: print the cluster status as JSON (members and shards)")
+	fs.BoolVar(&o.shards, "shards", false, "ls: also list every shard with the member that owns it (a replicated shard's leader)")
 	fs.BoolVar(&o.wait, "wait", true, "drain: wait until the node's in-memory shards have moved, printing what is left; move-replica: until the replica moved")
 	o.certs.register(fs)
 	c := &command{
 		name:  "cluster",
-		args:  "ls | drain NODE | move-replica STREAM SHARD FROM TO | certs --dir D --nodes A,B,C",
+		args:  "ls | drain NODE | move-replica STREAM SHARD FROM TO | certs --dir D --nodes A,B,C [--etcd-hosts H]",
 		short: "list a cluster's members, drain one, move a replica, or make the peer link's certificates",
 		long: `Asks a cluster member's admin endpoint (--admin) about the cluster.
 
-  felix cluster ls [--json]
+  felix cluster ls [--shards] [--json]
       every member as the member at --admin sees it: its felix/1 and admin
-      addresses, the shards it owns (and how many of them are durable), what
-      is left of its lease, when it joined, whether it is draining, and
-      whether the actor system lists it too.
+      addresses, whether it is up, draining or down (a member that member
+      saw leave or be lost, with when it was last seen; it remembers them
+      until it restarts), the shards it owns (and how many of them are
+      durable), what is left of its lease, when it joined, and whether the
+      actor system lists it too. --shards adds every shard with its owner
+      (a replicated shard's leader), a durable shard's home and a
+      replicated one's replicas.
   felix cluster drain NODE [--wait=false]
       has NODE hand its in-memory shards to the other members, then waits
       until none is left on it. The replicated shards it leads hand their
@@ -70,21 +76,23 @@ func newClusterCmd() *command {
 They need a token granting node.view (drain and move-replica: node.manage),
 as felix tree does.
 
-  felix cluster certs --dir D --nodes A,B,C
+  felix cluster certs --dir D --nodes A,B,C [--etcd-hosts H1,H2]
       writes a cluster CA (D/ca.pem, D/ca-key.pem) and a certificate and key
       for each member (D/A.pem, D/A-key.pem, ...) for the peer link members
       replicate over, and prints the knobs each member sets. Files already
       there are kept: run it again with more nodes to add members. Needs no
-      broker.
+      broker. --etcd-hosts H1,H2 also writes etcd's server certificate
+      (D/etcd.pem, D/etcd-key.pem) for those names and addresses, and each
+      member's certificate then doubles as its etcd client certificate.
 
 Examples:
   felix cluster ls --admin 127.0.0.1:7101
   felix cluster drain node-2 --admin 127.0.0.1:7101
   felix cluster move-replica default/default/orders 0 node-2 node-4 --admin 127.0.0.1:7101
-  felix cluster certs --dir /etc/felix/cluster --nodes node-1,node-2,node-3`,
+  felix cluster certs --dir /etc/felix/cluster --nodes node-1,node-2,node-3 --etcd-hosts etcd1.example,10.0.0.5`,
 		flags: fs,
 	}
-	c.run = func(ctx context.Context, args []string) error { return o.run(ctx, fs.Changed, args) }
+	c.run = o.admin.withContext(fs, func(ctx context.Context, args []string) error { return o.run(ctx, fs.Changed, args) })
 	return c
 }
 
@@ -95,8 +103,8 @@ func (o *clusterOpts) run(ctx context.Context, changed func(string) bool, args [
 	if args[0] == "certs" {
 		return o.certs.run(o.out, changed, args[1:])
 	}
-	if changed("dir") || changed("nodes") {
-		return usagef("--dir and --nodes are certs'")
+	if changed("dir") || changed("nodes") || changed("etcd-hosts") {
+		return usagef("--dir, --nodes and --etcd-hosts are certs'")
 	}
 	switch sub := args[0]; {
 	case sub == "ls" && len(args) == 1:
@@ -135,10 +143,35 @@ func (o *clusterOpts) ls(ctx context.Context) error {
 		return err
 	}
 	if o.json {
-		return json.NewEncoder(o.out).Encode(st)
+		return printJSON(o.out, st)
 	}
 	printStatus(o.out, st, time.Now())
+	if o.shards {
+		printShards(o.out, st.Shards)
+	}
 	return nil
+}
+
+// printShards lists each shard and who serves it.
+func printShards(w io.Writer, shards []cluster.ShardStatus) {
+	if len(shards) == 0 {
+		fmt.Fprintln(w, "\nno streams defined")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSTREAM\tSHARD\tKIND\tOWNER\tHOME/REPLICAS")
+	for _, s := range shards {
+		owner := s.Owner
+		if owner == "" {
+			owner = "none now"
+		}
+		where := s.Home
+		if len(s.Replicas) > 0 {
+			where = strings.Join(s.Replicas, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", s.Stream, s.Shard, s.Kind, owner, orDash(where))
+	}
+	tw.Flush()
 }
 
 // printStatus prints st as a table, one member a line, ages against now.
@@ -149,13 +182,27 @@ func printStatus(w io.Writer, st cluster.Status, now time.Time) {
 	}
 	fmt.Fprintf(w, "cluster %s as %s sees it (%s)\n", st.Cluster, st.NodeID, ready)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDR\tADMIN\tPEER\tSHARDS\tDURABLE\tLEASE LEFT\tJOINED\tDRAINING\tACTOR MEMBER")
+	fmt.Fprintln(tw, "NODE\tADDR\tADMIN\tPEER\tSTATE\tSHARDS\tDURABLE\tLEASE LEFT\tJOINED\tACTOR MEMBER")
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", m.NodeID, orDash(m.Addr), orDash(m.Admin), orDash(m.PeerAddr),
-			m.ShardsOwned, m.DurableShardsOwned, leaseLeft(m.LeaseTTLLeft), joinedAgo(m.JoinedAt, now),
-			yesNo(m.Draining), yesNo(m.ActorMember))
+		lease := leaseLeft(m.LeaseTTLLeft)
+		if m.Down {
+			lease = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", m.NodeID, orDash(m.Addr), orDash(m.Admin), orDash(m.PeerAddr),
+			memberState(m, now), m.ShardsOwned, m.DurableShardsOwned, lease, joinedAgo(m.JoinedAt, now), yesNo(m.ActorMember))
 	}
 	tw.Flush()
+}
+
+// memberState is up, draining, or down with when it was last seen.
+func memberState(m cluster.MemberStatus, now time.Time) string {
+	switch {
+	case m.Down:
+		return "DOWN (last seen " + joinedAgo(m.LastSeen, now) + ")"
+	case m.Draining:
+		return "draining"
+	}
+	return "up"
 }
 
 func leaseLeft(d time.Duration) string {

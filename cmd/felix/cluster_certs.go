@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -14,13 +15,15 @@ import (
 
 // certsOpts are felix cluster certs' flags.
 type certsOpts struct {
-	dir   string
-	nodes string
+	dir       string
+	nodes     string
+	etcdHosts string
 }
 
 func (o *certsOpts) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.dir, "dir", "felix-cluster-certs", "certs: folder for the cluster CA and the members' certificates; files already there are kept")
 	fs.StringVar(&o.nodes, "nodes", "", "certs: comma-separated node ids (cluster_node_id) to make certificates for")
+	fs.StringVar(&o.etcdHosts, "etcd-hosts", "", "certs: also make etcd's server certificate (etcd.pem), valid for these comma-separated names and addresses members dial etcd at")
 }
 
 // run mints what is missing in --dir and prints each member's knobs.
@@ -39,6 +42,10 @@ func (o *certsOpts) run(out io.Writer, changed func(string) bool, args []string)
 	if err != nil {
 		return err
 	}
+	hosts := splitHosts(o.etcdHosts)
+	if len(hosts) > 0 && slices.Contains(nodes, clustercerts.EtcdName) {
+		return usagef("node id %q is the name of etcd's certificate with --etcd-hosts: pick another", clustercerts.EtcdName)
+	}
 	files, err := clustercerts.Ensure(o.dir, nodes)
 	if err != nil {
 		return err
@@ -49,8 +56,31 @@ func (o *certsOpts) run(out io.Writer, changed func(string) bool, args []string)
 	for _, n := range nodes {
 		f := files[n]
 		fmt.Fprintf(out, "\n# %s\ncluster_node_id: %s\ncluster_tls_ca: %s\ncluster_tls_cert: %s\ncluster_tls_key: %s\n", n, n, f.CA, f.Cert, f.Key)
+		if len(hosts) > 0 {
+			fmt.Fprintf(out, "cluster_etcd_tls_ca: %s\ncluster_etcd_tls_cert: %s\ncluster_etcd_tls_key: %s\n", f.CA, f.Cert, f.Key)
+		}
 	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	etcd, err := clustercerts.EnsureEtcd(o.dir, hosts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\netcd's certificate for %s is %s, its key %s. Serve etcd with mutual TLS (and https:// client URLs), so that only a certificate of this CA reaches it:\n"+
+		"etcd --cert-file %s --key-file %s --trusted-ca-file %s --client-cert-auth ...\n", strings.Join(hosts, ", "), etcd.Cert, etcd.Key, etcd.Cert, etcd.Key, etcd.CA)
 	return nil
+}
+
+// splitHosts reads --etcd-hosts: the non-empty names, trimmed.
+func splitHosts(s string) []string {
+	var hosts []string
+	for _, h := range strings.Split(s, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
 
 // parseNodeIDs reads --nodes: valid, distinct node ids, at least one.

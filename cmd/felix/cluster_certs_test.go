@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +59,7 @@ func TestClusterCertsArgs(t *testing.T) {
 		{[]string{"cluster", "certs", "--nodes", "a,a"}, `node id "a" twice`},
 		{[]string{"cluster", "certs", "--nodes", "a", "x"}, "certs takes no arguments"},
 		{[]string{"cluster", "certs", "--nodes", "a", "--json"}, "--json is ls's"},
+		{[]string{"cluster", "certs", "--nodes", "a,etcd", "--etcd-hosts", "10.0.0.5"}, `node id "etcd" is the name of etcd's certificate`},
 	} {
 		r := runFelix(t, opts{dir: dir}, tt.args...)
 		r.wantExit(t, 2)
@@ -66,5 +69,47 @@ func TestClusterCertsArgs(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("refused commands wrote %d files", len(entries))
+	}
+}
+
+// TestClusterCertsEtcd: with --etcd-hosts, felix cluster certs also makes
+// etcd's server certificate for those hosts, signed by the cluster CA,
+// prints etcd's flags, and gives each member its certificate as etcd
+// client certificate in knobs the broker's own check (config.EtcdTLS)
+// takes.
+func TestClusterCertsEtcd(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "certs")
+	r := runFelix(t, opts{}, "cluster", "certs", "--dir", dir, "--nodes", "node-1", "--etcd-hosts", "10.0.0.5, etcd.example")
+	r.wantExit(t, 0)
+	out := r.stdout.String()
+	ca, cert, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "node-1.pem"), filepath.Join(dir, "node-1-key.pem")
+	for _, want := range []string{
+		"cluster_etcd_tls_ca: " + ca + "\ncluster_etcd_tls_cert: " + cert + "\ncluster_etcd_tls_key: " + key,
+		"etcd --cert-file " + filepath.Join(dir, "etcd.pem") + " --key-file " + filepath.Join(dir, "etcd-key.pem") + " --trusted-ca-file " + ca + " --client-cert-auth",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster certs --etcd-hosts printed\n%s\nwant it to contain %q", out, want)
+		}
+	}
+	c := config.Default()
+	c.ClusterEtcd = "https://10.0.0.5:2379"
+	c.ClusterEtcdTLSCA, c.ClusterEtcdTLSCert, c.ClusterEtcdTLSKey = ca, cert, key
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := c.EtcdTLS()
+	if err != nil {
+		t.Fatalf("node-1's printed etcd knobs: %v", err)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "etcd.pem"), filepath.Join(dir, "etcd-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+	for _, host := range []string{"10.0.0.5", "etcd.example"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: conf.RootCAs, DNSName: host}); err != nil {
+			t.Errorf("etcd.pem as %s, against the members' etcd CA: %v", host, err)
+		}
 	}
 }

@@ -58,6 +58,12 @@ func (f *fakeAdmin) start(t *testing.T) string {
 			json.NewEncoder(w).Encode(map[string]string{"error": "unauthenticated: no token"})
 			return
 		}
+		// As the real endpoint: a change must say JSON, body or none.
+		if r.Method != http.MethodGet && r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(http.StatusUnsupportedMediaType)
+			json.NewEncoder(w).Encode(map[string]string{"error": r.Method + " " + r.URL.Path + " needs Content-Type: application/json"})
+			return
+		}
 		mux.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -88,8 +94,8 @@ func TestClusterLs(t *testing.T) {
 		t.Fatalf("cluster ls printed\n%s\nwant a heading, a header and two members", r.stdout)
 	}
 	for i, want := range []string{
-		`^node-1 127\.0\.0\.1:7001 127\.0\.0\.1:7101 - 12 4 4\.2s 3m[0-9]s ago no yes$`,
-		`^node-2 127\.0\.0\.1:7002 127\.0\.0\.1:7102 - 3 1 \? 3m[0-9]s ago yes no$`,
+		`^node-1 127\.0\.0\.1:7001 127\.0\.0\.1:7101 - up 12 4 4\.2s 3m[0-9]s ago yes$`,
+		`^node-2 127\.0\.0\.1:7002 127\.0\.0\.1:7102 - draining 3 1 \? 3m[0-9]s ago no$`,
 	} {
 		if got := strings.Join(strings.Fields(out[2+i]), " "); !regexp.MustCompile(want).MatchString(got) {
 			t.Errorf("member line %d is %q, want it to match %s", i, got, want)
@@ -120,13 +126,26 @@ func TestPrintStatus(t *testing.T) {
 		{NodeID: "node-1", Addr: "127.0.0.1:7001", Admin: "127.0.0.1:7101", PeerAddr: "127.0.0.1:41000", JoinedAt: now.Add(-90 * time.Second),
 			LeaseTTLLeft: 4960 * time.Millisecond, ShardsOwned: 12, DurableShardsOwned: 4, ActorMember: true},
 		{NodeID: "node-2", Addr: "127.0.0.1:7002", LeaseTTLLeft: -1},
+		{NodeID: "node-3", Addr: "127.0.0.1:7003", Admin: "127.0.0.1:7103", JoinedAt: now.Add(-time.Hour), LeaseTTLLeft: -1,
+			Down: true, LastSeen: now.Add(-42 * time.Second)},
+	}, Shards: []cluster.ShardStatus{
+		{Stream: "default/default/demo", Shard: 0, Kind: "in-memory", Owner: "node-1"},
+		{Stream: "default/default/ledger", Shard: 0, Kind: "durable", Home: "node-3"},
+		{Stream: "default/default/orders", Shard: 0, Kind: "replicated", Owner: "node-2", Replicas: []string{"node-2", "node-1", "node-3"}},
 	}}
 	var b bytes.Buffer
 	printStatus(&b, st, now)
+	printShards(&b, st.Shards)
 	want := `cluster felix as node-2 sees it (not ready: it has not joined yet)
-NODE    ADDR            ADMIN           PEER             SHARDS  DURABLE  LEASE LEFT  JOINED     DRAINING  ACTOR MEMBER
-node-1  127.0.0.1:7001  127.0.0.1:7101  127.0.0.1:41000  12      4        5s          1m30s ago  no        yes
-node-2  127.0.0.1:7002  -               -                0       0        ?           -          no        no
+NODE    ADDR            ADMIN           PEER             STATE                     SHARDS  DURABLE  LEASE LEFT  JOINED      ACTOR MEMBER
+node-1  127.0.0.1:7001  127.0.0.1:7101  127.0.0.1:41000  up                        12      4        5s          1m30s ago   yes
+node-2  127.0.0.1:7002  -               -                up                        0       0        ?           -           no
+node-3  127.0.0.1:7003  127.0.0.1:7103  -                DOWN (last seen 42s ago)  0       0        -           1h0m0s ago  no
+
+STREAM                  SHARD  KIND        OWNER     HOME/REPLICAS
+default/default/demo    0      in-memory   node-1    -
+default/default/ledger  0      durable     none now  node-3
+default/default/orders  0      replicated  node-2    node-2,node-1,node-3
 `
 	if b.String() != want {
 		t.Errorf("printStatus printed\n%s\nwant\n%s", b.String(), want)
@@ -142,7 +161,7 @@ func TestClusterArgs(t *testing.T) {
 	}{
 		{[]string{"cluster"}, "cluster needs ls, drain NODE or certs"},
 		{[]string{"cluster", "rm"}, `cluster needs ls, drain NODE, move-replica or certs, got "rm"`},
-		{[]string{"cluster", "ls", "--nodes", "a"}, "--dir and --nodes are certs'"},
+		{[]string{"cluster", "ls", "--nodes", "a"}, "--dir, --nodes and --etcd-hosts are certs'"},
 		{[]string{"cluster", "certs", "--nodes", "a"}, "certs asks no broker"},
 		{[]string{"cluster", "ls", "node-1"}, "ls takes no arguments"},
 		{[]string{"cluster", "ls", "--wait=false"}, "--wait is drain's"},
@@ -225,6 +244,7 @@ func TestTreeCluster(t *testing.T) {
 	f := &fakeAdmin{trees: cluster.Trees{Members: []cluster.MemberTree{
 		{NodeID: "node-1", Actors: json.RawMessage(doc)},
 		{NodeID: "node-2", Error: "no answer within 2s"},
+		{NodeID: "node-3", Error: "down: its member record vanished", Down: true, LastSeen: time.Now().Add(-time.Hour)},
 	}}}
 	admin := f.start(t)
 
@@ -235,6 +255,8 @@ felix/lanes [supervisor] depth 0/4096 block
   lane-0 [lane] depth 0/64 block lane=0
 
 == node-2: no tree: no answer within 2s ==
+
+== node-3: DOWN, last seen 1h0m0s ago ==
 `
 	if r.stdout.String() != want {
 		t.Errorf("tree --cluster printed\n%s\nwant\n%s", r.stdout, want)
@@ -252,7 +274,8 @@ felix/lanes [supervisor] depth 0/4096 block
 	if err := json.Unmarshal(r.stdout.Bytes(), &trees); err != nil {
 		t.Fatalf("tree --cluster --json printed %q: %v", r.stdout, err)
 	}
-	if len(trees.Members) != 2 || strings.Contains(string(trees.Members[0].Actors), "supervisor") || trees.Members[1].Error == "" {
-		t.Errorf("tree --cluster --json --kind lane gave %+v, want node-1's lanes only and node-2's error", trees)
+	if len(trees.Members) != 3 || strings.Contains(string(trees.Members[0].Actors), "supervisor") || trees.Members[1].Error == "" ||
+		!trees.Members[2].Down || trees.Members[2].LastSeen.IsZero() {
+		t.Errorf("tree --cluster --json --kind lane gave %+v, want node-1's lanes only, node-2's error and node-3 down", trees)
 	}
 }

@@ -28,6 +28,7 @@ func newConsumeCmd() *command {
 	o := &consumeOpts{}
 	fs := newFlagSet("consume")
 	o.conn.register(fs)
+	o.conn.registerTimeout(fs, 0)
 	fs.StringVar(&o.group, "group", "", "the consumer group (felix group create)")
 	fs.Uint32Var(&o.shard, "shard", 0, "the shard to consume")
 	fs.BoolVar(&o.json, "json", false, "print each record as a JSON line (offset, attempts, time, payload)")
@@ -47,7 +48,7 @@ higher, until it becomes a dead letter).
   felix consume --stream S --group G [--json] [--exec CMD] [--count N]`,
 		flags: fs,
 	}
-	c.run = o.run
+	c.run = o.conn.bound(o.run)
 	return c
 }
 
@@ -75,7 +76,10 @@ func (o *consumeOpts) run(ctx context.Context, args []string) error {
 	cctx, stop := context.WithCancel(ctx)
 	defer stop()
 	settled := 0
-	err = g.Consume(cctx, client.ConsumeOptions{Batch: o.batch(), Wait: o.wait}, func(hctx context.Context, r client.GroupRecord) error {
+	copts := client.ConsumeOptions{Batch: o.batch(), Wait: o.wait, Nacked: func(nctx context.Context, r client.GroupRecord) {
+		o.reportDead(nctx, c, r)
+	}}
+	err = g.Consume(cctx, copts, func(hctx context.Context, r client.GroupRecord) error {
 		herr := o.handle(hctx, r)
 		if settled++; o.count > 0 && settled >= o.count {
 			stop() // Consume settles this one, then returns
@@ -85,7 +89,22 @@ func (o *consumeOpts) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.count > 0 && settled < o.count {
+		return unfinished(ctx, fmt.Sprintf("settled %d of the %d records --count asked for", settled, o.count))
+	}
 	return nil
+}
+
+// reportDead says when a nacked record was its last attempt: the broker
+// made it a dead letter, which no consumer is handed again until a
+// redrive.
+func (o *consumeOpts) reportDead(ctx context.Context, c groupClient, r client.GroupRecord) {
+	offs, _, err := c.DeadLetters(ctx, o.conn.streamRef(), o.group, o.shard, r.Offset, 1)
+	if err != nil || len(offs) == 0 || offs[0] != r.Offset {
+		return // handed out again later (or the check failed: nothing to add)
+	}
+	fmt.Fprintf(os.Stderr, "offset %d is a dead letter after %d attempts: felix group dead-letters lists it, "+
+		"felix group redrive --group %s --shard %d --offsets %d hands it out again\n", r.Offset, r.Attempts, o.group, o.shard, r.Offset)
 }
 
 // batch polls no more records than --count leaves to settle.

@@ -40,6 +40,9 @@ const (
 	devPoll = 100 * time.Millisecond
 )
 
+// devDefaultDir is --dir's default.
+const devDefaultDir = "felix-cluster"
+
 type devOpts struct {
 	nodes         int
 	dir           string
@@ -52,25 +55,35 @@ func newDevCmd() *command {
 	o := &devOpts{}
 	fs := newFlagSet("dev")
 	fs.IntVar(&o.nodes, "nodes", 3, "how many brokers")
-	fs.StringVar(&o.dir, "dir", "felix-cluster", "folder for the shared token and certificate, etcd's data, each member's data dir and the logs; reused by the next run")
+	fs.StringVar(&o.dir, "dir", devDefaultDir, "folder for the shared token and certificate, etcd's data, each member's data dir and the logs; reused by the next run")
 	fs.IntVar(&o.basePort, "base-port", 7001, "felix/1 (UDP) port of node-1; node-2 gets the next, and so on")
 	fs.IntVar(&o.adminBasePort, "admin-base-port", 7101, "admin endpoint (TCP) port of node-1; node-2 gets the next, and so on")
 	fs.BoolVar(&o.json, "json", false, "print the members as JSON instead of a table")
 	c := &command{
 		name:  "dev",
-		args:  "cluster [-- BROKER FLAGS]",
+		args:  "cluster [-- BROKER FLAGS] | cluster restart NODE",
 		short: "run a cluster of brokers on this machine, for trying things",
 		long: `felix dev cluster starts an etcd inside this process and --nodes brokers
 (this felix binary, each a child process) on 127.0.0.1, joined as one cluster.
 It prints the members, the token and certificate clients need, and commands
 to try, then runs until Ctrl-C or SIGTERM, when it stops the brokers and then
-etcd. A member that dies (you may kill one to watch failover) is reported and
-the others keep running.
+etcd. A member that dies (you may kill one to watch failover) is reported,
+with the commands that start it again, and the others keep running; etcd
+stays up even when no member is left, for the members started again.
+
+felix dev cluster restart NODE (in another terminal, with the same --dir)
+asks the running felix dev cluster to start NODE again (stopping it first
+if it runs) and waits until it has joined the cluster. It is then a child
+like the others: Ctrl-C stops it. The broker command line printed with it
+starts the member by hand instead, out of felix dev cluster's care.
+A felix that go run built is copied to --dir/bin/felix first, so that the
+printed commands name a binary the Go build cache cannot take away.
 
 Everything lives under --dir: admin.token (accepted by every member),
 cert.pem (served by every member), cluster-certs/ (the peer link's CA and
-each member's certificate), etcd/, node-N/ (data dirs) and logs/node-N.log. A second run on the same --dir reuses them: etcd's keys and
-each member's data.
+each member's certificate), etcd/, node-N/ (data dirs), logs/node-N.log and
+dev.sock (the restart command's socket, while it runs). A second run on the
+same --dir reuses them: etcd's keys and each member's data.
 
 Flags after -- go to every broker, e.g.
   felix dev cluster --nodes 3 -- --cluster-lease-ttl-ms 2000 --log-level debug`,
@@ -84,6 +97,12 @@ func (o *devOpts) run(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "cluster" {
 		return usagef("dev needs cluster: felix dev cluster [--nodes 3]")
 	}
+	if len(args) > 1 && args[1] == "restart" {
+		if len(args) != 3 {
+			return usagef("restart needs one member: felix dev cluster restart node-N, got %q", args[2:])
+		}
+		return o.restart(ctx, args[2])
+	}
 	brokerArgs := args[1:]
 	if len(brokerArgs) > 0 && !strings.HasPrefix(brokerArgs[0], "-") {
 		return usagef("after cluster only broker flags are taken (after --), got %q", brokerArgs)
@@ -95,7 +114,8 @@ func (o *devOpts) run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("find this felix binary to run the brokers: %w", err)
 	}
-	d := &devCluster{o: o, exe: exe, brokerArgs: brokerArgs, out: os.Stdout, progress: os.Stderr, exited: make(chan *devMember, o.nodes)}
+	d := &devCluster{o: o, exe: exe, brokerArgs: brokerArgs, out: os.Stdout, progress: os.Stderr,
+		exited: make(chan *devProc), stopping: make(chan struct{})}
 	return d.run(ctx)
 }
 
@@ -117,22 +137,34 @@ func (o *devOpts) check() error {
 // files under --dir.
 type devCluster struct {
 	o          *devOpts
-	exe        string
+	exe        string // the felix binary the members run (devBinary)
 	brokerArgs []string
 	out        io.Writer // the member table
 	progress   io.Writer // what is happening, and what went wrong
 
 	etcd    *cluster.Etcd
 	members []*devMember
-	// peerCerts are each member's peer link certificate files.
+	// peerCerts are each member's peer link certificate files; each
+	// member presents its own to etcd too, which serves etcdCert and
+	// refuses a client without a certificate of the same CA.
 	peerCerts map[string]clustercerts.Files
-	// exited receives each member once its process has exited; it holds
-	// one per member, so no waiter blocks.
-	exited   chan *devMember
+	etcdCert  clustercerts.Files
+	// exited receives each member process once it has exited, until
+	// stopping closes.
+	exited   chan *devProc
+	stopping chan struct{}
 	stopOnce sync.Once
+	// control serves felix dev cluster restart (devcontrol.go);
+	// controlStop ends its requests' context.
+	control     *http.Server
+	controlStop context.CancelFunc
+
+	// mu guards each member's proc and PID: the control server restarts
+	// members while supervise and shutdown watch them.
+	mu sync.Mutex
 }
 
-// devMember is one broker child process, as --json prints it.
+// devMember is one broker child, as --json prints it.
 type devMember struct {
 	NodeID  string `json:"node_id"`
 	Addr    string `json:"addr"`
@@ -143,9 +175,18 @@ type devMember struct {
 
 	args     []string
 	addrFile string
-	cmd      *exec.Cmd
-	done     chan struct{} // closed when the process has exited
-	err      error         // Wait's result, set before done closes
+	proc     *devProc // the current process; nil before the first start
+}
+
+// devProc is one run of a member's process.
+type devProc struct {
+	m    *devMember
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+	err  error         // Wait's result, set before done closes
+	// restarting is set (under devCluster.mu) when felix dev cluster
+	// restart stops it: its exit is not news.
+	restarting bool
 }
 
 func (d *devCluster) run(ctx context.Context) error {
@@ -155,13 +196,18 @@ func (d *devCluster) run(ctx context.Context) error {
 	if err := d.prepareDir(); err != nil {
 		return err
 	}
-	etcdDir := filepath.Join(d.o.dir, "etcd")
 	var err error
-	if d.etcd, err = cluster.StartEtcd(etcdDir); err != nil {
+	if d.exe, err = devBinary(d.exe, d.o.dir); err != nil {
+		return err
+	}
+	etcdDir := filepath.Join(d.o.dir, "etcd")
+	if d.etcd, err = cluster.StartEtcd(etcdDir, cluster.WithEtcdTLS(cluster.EtcdTLS(d.etcdCert))); err != nil {
 		return err
 	}
 	defer d.shutdown()
-	fmt.Fprintf(d.progress, "etcd serving on %s (its data and errors in %s)\n", d.etcd.Endpoint(), etcdDir)
+	node1 := d.peerCerts[devNodeIDs(1)[0]]
+	fmt.Fprintf(d.progress, "etcd serving on %s over mutual TLS (etcdctl --endpoints %s --cacert %s --cert %s --key %s; its data and errors in %s)\n",
+		d.etcd.Endpoint(), d.etcd.Endpoint(), node1.CA, node1.Cert, node1.Key, etcdDir)
 	for i := range d.o.nodes {
 		m := d.newMember(i)
 		d.members = append(d.members, m)
@@ -175,6 +221,9 @@ func (d *devCluster) run(ctx context.Context) error {
 	d.waitFormed(ctx)
 	if ctx.Err() != nil {
 		return nil
+	}
+	if err := d.serveControl(); err != nil {
+		return err
 	}
 	if err := d.printMembers(); err != nil {
 		return err
@@ -237,7 +286,11 @@ func (d *devCluster) prepareDir() error {
 	// The peer link's CA and member certificates, kept across runs (a
 	// run with more --nodes mints the new members' with the same CA).
 	var err error
-	d.peerCerts, err = clustercerts.Ensure(filepath.Join(d.o.dir, devPeerCertsDir), devNodeIDs(d.o.nodes))
+	certs := filepath.Join(d.o.dir, devPeerCertsDir)
+	if d.peerCerts, err = clustercerts.Ensure(certs, devNodeIDs(d.o.nodes)); err != nil {
+		return err
+	}
+	d.etcdCert, err = clustercerts.EnsureEtcd(certs, []string{"127.0.0.1"})
 	return err
 }
 
@@ -261,7 +314,6 @@ func (d *devCluster) newMember(i int) *devMember {
 		DataDir:  filepath.Join(d.o.dir, id),
 		LogFile:  filepath.Join(d.o.dir, "logs", id+".log"),
 		addrFile: filepath.Join(d.o.dir, id+".addr"),
-		done:     make(chan struct{}),
 	}
 	m.args = append([]string{"broker",
 		"--listen", m.Addr,
@@ -277,6 +329,9 @@ func (d *devCluster) newMember(i int) *devMember {
 		"--cluster-tls-ca", d.peerCerts[id].CA,
 		"--cluster-tls-cert", d.peerCerts[id].Cert,
 		"--cluster-tls-key", d.peerCerts[id].Key,
+		"--cluster-etcd-tls-ca", d.peerCerts[id].CA,
+		"--cluster-etcd-tls-cert", d.peerCerts[id].Cert,
+		"--cluster-etcd-tls-key", d.peerCerts[id].Key,
 	}, d.brokerArgs...)
 	return m
 }
@@ -293,24 +348,39 @@ func (d *devCluster) start(m *devMember) error {
 	}
 	defer log.Close() // the child has its own descriptor
 	fmt.Fprintf(log, "felix dev cluster: %s starting %s: %s %s\n", time.Now().Format(time.RFC3339), m.NodeID, d.exe, strings.Join(m.args, " "))
-	m.cmd = exec.Command(d.exe, m.args...)
-	m.cmd.Stdout, m.cmd.Stderr = log, log
-	m.cmd.SysProcAttr = devSysProcAttr()
-	if err := m.cmd.Start(); err != nil {
+	p := &devProc{m: m, cmd: exec.Command(d.exe, m.args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	p.cmd.SysProcAttr = devSysProcAttr()
+	if err := p.cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", m.NodeID, err)
 	}
-	m.PID = m.cmd.Process.Pid
+	d.mu.Lock()
+	m.proc, m.PID = p, p.cmd.Process.Pid
+	d.mu.Unlock()
 	go func() {
-		m.err = m.cmd.Wait()
-		close(m.done)
-		d.exited <- m
+		p.err = p.cmd.Wait()
+		close(p.done)
+		select {
+		case d.exited <- p:
+		case <-d.stopping:
+		}
 	}()
 	return nil
 }
 
-func (m *devMember) running() bool {
+// current is m's process (nil before its first start).
+func (d *devCluster) current(m *devMember) *devProc {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return m.proc
+}
+
+func (p *devProc) running() bool {
+	if p == nil {
+		return false
+	}
 	select {
-	case <-m.done:
+	case <-p.done:
 		return false
 	default:
 		return true
@@ -326,29 +396,39 @@ func (d *devCluster) waitServing(ctx context.Context) error {
 	tick := time.NewTicker(devPoll)
 	defer tick.Stop()
 	for _, m := range d.members {
-		for !fileExists(m.addrFile) {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("interrupted while %s was starting", m.NodeID)
-			case <-m.done:
-				return d.startFailed(m)
-			case <-deadline.C:
-				return fmt.Errorf("%s is not serving after %s; its log %s ends:\n%s", m.NodeID, devServingTimeout, m.LogFile, logTail(m.LogFile, 5))
-			case <-tick.C:
-			}
+		if err := d.waitAddrFile(ctx, m, deadline.C, tick.C); err != nil {
+			return err
 		}
 		fmt.Fprintf(d.progress, "%s serving felix/1 on %s, admin on %s (%.1f s)\n", m.NodeID, m.Addr, m.Admin, time.Since(start).Seconds())
 	}
 	return nil
 }
 
-func (d *devCluster) startFailed(m *devMember) error {
+// waitAddrFile waits for m's address file: m serves.
+func (d *devCluster) waitAddrFile(ctx context.Context, m *devMember, deadline, tick <-chan time.Time) error {
+	p := d.current(m)
+	for !fileExists(m.addrFile) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted while %s was starting", m.NodeID)
+		case <-p.done:
+			return d.startFailed(p)
+		case <-deadline:
+			return fmt.Errorf("%s is not serving after %s; its log %s ends:\n%s", m.NodeID, devServingTimeout, m.LogFile, logTail(m.LogFile, 5))
+		case <-tick:
+		}
+	}
+	return nil
+}
+
+func (d *devCluster) startFailed(p *devProc) error {
+	m := p.m
 	tail := logTail(m.LogFile, 5)
 	if strings.Contains(tail, "address already in use") {
 		return fmt.Errorf("%s could not bind its ports (%s, admin %s): they are in use; pick others with --base-port and --admin-base-port.\nIts log %s ends:\n%s",
 			m.NodeID, m.Addr, m.Admin, m.LogFile, tail)
 	}
-	return fmt.Errorf("%s exited before serving (%v); its log %s ends:\n%s", m.NodeID, m.err, m.LogFile, tail)
+	return fmt.Errorf("%s exited before serving (%v); its log %s ends:\n%s", m.NodeID, p.err, m.LogFile, tail)
 }
 
 // waitFormed waits until every member says it has joined and sees them
@@ -396,7 +476,7 @@ func (d *devCluster) waitFormed(ctx context.Context) {
 // is not ready with every member ("" when all are).
 func (d *devCluster) notFormed(ctx context.Context, token string) (string, error) {
 	for _, m := range d.members {
-		if !m.running() {
+		if !d.current(m).running() {
 			continue
 		}
 		var st cluster.Status
@@ -404,8 +484,8 @@ func (d *devCluster) notFormed(ctx context.Context, token string) (string, error
 		if err := a.call(ctx, http.MethodGet, "/debug/cluster", nil, &st); err != nil {
 			return "", fmt.Errorf("%s: %w", m.NodeID, err)
 		}
-		if !st.Ready || len(st.Members) != d.o.nodes {
-			return fmt.Sprintf("%s is ready: %t, and sees %d of %d members", m.NodeID, st.Ready, len(st.Members), d.o.nodes), nil
+		if !st.Ready || len(st.Live()) != d.o.nodes {
+			return fmt.Sprintf("%s is ready: %t, and sees %d of %d members", m.NodeID, st.Ready, len(st.Live()), d.o.nodes), nil
 		}
 	}
 	return "", nil
@@ -421,6 +501,8 @@ type devInfo struct {
 }
 
 func (d *devCluster) printMembers() error {
+	d.mu.Lock() // a restart may change a PID meanwhile
+	defer d.mu.Unlock()
 	info := devInfo{
 		Etcd:      d.etcd.Endpoint(),
 		Dir:       d.o.dir,
@@ -458,10 +540,24 @@ In another terminal:
   %[3]s cluster ls --admin %[5]s
   %[3]s tree --cluster --admin %[5]s
 
-Then kill a member with kill -9 PID (cluster ls shows which owns shards)
-and watch the clients carry on once its lease has run out.
-Ctrl-C stops the cluster; its data stays in %[6]s for the next run.
-`, info.TokenFile, info.CAFile, self, seeds, first.Admin, info.Dir)
+Or save the flags once, as the current felix context:
+
+  %[3]s context add dev --broker %[4]s --admin %[5]s --ca %[2]s --token-file %[1]s
+
+Then kill a member with kill -9 PID (cluster ls --shards shows which owns
+which shard) and watch the clients carry on once its lease has run out;
+  %[3]s dev cluster restart NODE%[7]s
+starts it again. etcd stays up until Ctrl-C, which stops the cluster; its
+data stays in %[6]s for the next run.
+`, info.TokenFile, info.CAFile, self, seeds, first.Admin, info.Dir, dirFlag(info.Dir))
+}
+
+// dirFlag is the --dir a command must repeat, "" for the default.
+func dirFlag(dir string) string {
+	if dir == devDefaultDir {
+		return ""
+	}
+	return " --dir " + shellQuote(dir)
 }
 
 // selfName is felix as the user ran it, for commands to copy: "go run
@@ -473,19 +569,18 @@ func selfName() string {
 	return os.Args[0]
 }
 
-// supervise runs until ctx ends, reporting members that exit; it ends the
-// run when etcd fails or no member is left.
+// supervise runs until ctx ends, reporting members that exit, or until
+// etcd fails. It does not end when every member it started has exited:
+// etcd stays up for the members started again, by felix dev cluster
+// restart or by hand, which it cannot see.
 func (d *devCluster) supervise(ctx context.Context) error {
 	errc := d.etcd.Err()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case m := <-d.exited:
-			d.reportExit(m)
-			if len(d.running()) == 0 {
-				return fmt.Errorf("every member has exited; their logs are in %s", filepath.Join(d.o.dir, "logs"))
-			}
+		case p := <-d.exited:
+			d.reportExit(p)
 		case err, ok := <-errc:
 			if !ok {
 				errc = nil
@@ -496,49 +591,75 @@ func (d *devCluster) supervise(ctx context.Context) error {
 	}
 }
 
-func (d *devCluster) reportExit(m *devMember) {
-	how := "exited"
-	if m.err != nil {
-		how = m.err.Error() // "signal: killed", "exit status 1"
+func (d *devCluster) reportExit(p *devProc) {
+	m := p.m
+	d.mu.Lock()
+	restarting := p.restarting
+	d.mu.Unlock()
+	if restarting {
+		fmt.Fprintf(d.progress, "%s (pid %d) stopped for its restart\n", m.NodeID, p.cmd.Process.Pid)
+		return
 	}
-	left := "none"
+	how := "exited"
+	if p.err != nil {
+		how = p.err.Error() // "signal: killed", "exit status 1"
+	}
+	left := "none; etcd stays up for members started again, until Ctrl-C"
 	if ids := d.running(); len(ids) > 0 {
 		left = strings.Join(ids, ", ")
 	}
 	fmt.Fprintf(d.progress, "%s (pid %d) %s; still running: %s. Its log: %s\n"+
-		"To start it again by hand: %s %s\n",
-		m.NodeID, m.PID, how, left, m.LogFile, d.exe, strings.Join(m.args, " "))
+		"To start it again: %s\n"+
+		"  (or by hand, where Ctrl-C here does not stop it: %s)\n",
+		m.NodeID, p.cmd.Process.Pid, how, left, m.LogFile, d.restartCommand(m), d.brokerCommand(m))
+}
+
+// restartCommand is the command that has this felix dev cluster start m
+// again.
+func (d *devCluster) restartCommand(m *devMember) string {
+	return shellQuote(d.exe) + " dev cluster restart " + m.NodeID + dirFlag(d.o.dir)
+}
+
+// brokerCommand is m's broker command line, for a shell.
+func (d *devCluster) brokerCommand(m *devMember) string {
+	words := []string{shellQuote(d.exe)}
+	for _, a := range m.args {
+		words = append(words, shellQuote(a))
+	}
+	return strings.Join(words, " ")
 }
 
 // running names the members whose process has not exited.
 func (d *devCluster) running() []string {
 	var ids []string
 	for _, m := range d.members {
-		if m.running() {
+		if d.current(m).running() {
 			ids = append(ids, m.NodeID)
 		}
 	}
 	return ids
 }
 
-// shutdown stops the members with SIGTERM, kills those still running
-// after devStopTimeout, then closes etcd: the members leave while etcd
-// can still hear them go.
+// shutdown stops the control server, then the members with SIGTERM,
+// kills those still running after devStopTimeout, then closes etcd: the
+// members leave while etcd can still hear them go.
 func (d *devCluster) shutdown() {
 	d.stopOnce.Do(func() {
 		stopOnSignal() // a second Ctrl-C ends felix dev at once
-		var running []*devMember
+		d.stopControl()
+		close(d.stopping)
+		var running []*devProc
 		for _, m := range d.members {
-			if m.running() {
-				running = append(running, m)
+			if p := d.current(m); p.running() {
+				running = append(running, p)
 			}
 		}
 		if ids := d.running(); len(ids) > 0 {
 			fmt.Fprintf(d.progress, "stopping %s\n", strings.Join(ids, ", "))
 		}
-		for _, m := range running {
-			if err := terminate(m.cmd.Process); err != nil {
-				_ = m.cmd.Process.Kill()
+		for _, p := range running {
+			if err := terminate(p.cmd.Process); err != nil {
+				_ = p.cmd.Process.Kill()
 			}
 		}
 		d.waitStopped(running)
@@ -547,14 +668,16 @@ func (d *devCluster) shutdown() {
 	})
 }
 
-func (d *devCluster) waitStopped(running []*devMember) {
+// waitStopped waits devStopTimeout for the processes to exit, then kills
+// the rest.
+func (d *devCluster) waitStopped(running []*devProc) {
 	timer := time.NewTimer(devStopTimeout)
 	defer timer.Stop()
-	for _, m := range running {
+	for _, p := range running {
 		select {
-		case <-m.done:
-			if m.err != nil {
-				fmt.Fprintf(d.progress, "%s stopped with %v; see %s\n", m.NodeID, m.err, m.LogFile)
+		case <-p.done:
+			if p.err != nil {
+				fmt.Fprintf(d.progress, "%s stopped with %v; see %s\n", p.m.NodeID, p.err, p.m.LogFile)
 			}
 			continue
 		case <-timer.C:
@@ -562,7 +685,7 @@ func (d *devCluster) waitStopped(running []*devMember) {
 		for _, r := range running {
 			if r.running() {
 				_ = r.cmd.Process.Kill()
-				fmt.Fprintf(d.progress, "%s did not stop within %s: killed; see %s\n", r.NodeID, devStopTimeout, r.LogFile)
+				fmt.Fprintf(d.progress, "%s did not stop within %s: killed; see %s\n", r.m.NodeID, devStopTimeout, r.m.LogFile)
 			}
 		}
 		for _, r := range running {
@@ -570,6 +693,31 @@ func (d *devCluster) waitStopped(running []*devMember) {
 		}
 		return
 	}
+}
+
+// stop stops one member's process: SIGTERM, and SIGKILL after
+// devStopTimeout.
+func (d *devCluster) stop(p *devProc) {
+	if err := terminate(p.cmd.Process); err != nil {
+		_ = p.cmd.Process.Kill()
+	}
+	timer := time.NewTimer(devStopTimeout)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+		_ = p.cmd.Process.Kill()
+		fmt.Fprintf(d.progress, "%s did not stop within %s: killed; see %s\n", p.m.NodeID, devStopTimeout, p.m.LogFile)
+		<-p.done
+	}
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // logTail is the last n lines of the file at path.

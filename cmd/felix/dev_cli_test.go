@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,12 +24,19 @@ func TestDevClusterErrors(t *testing.T) {
 		{[]string{"dev", "cluster", "--nodes", "0"}, "--nodes must be 1 to 16, got 0"},
 		{[]string{"dev", "cluster", "--base-port", "65535"}, "--base-port 65535 with 3 nodes leaves the port range"},
 		{[]string{"dev", "cluster", "extra"}, "after cluster only broker flags are taken"},
+		{[]string{"dev", "cluster", "restart"}, "restart needs one member: felix dev cluster restart node-N"},
 	} {
 		r := runFelix(t, opts{dir: t.TempDir()}, tt.args...)
 		r.wantExit(t, 2)
 		if !strings.Contains(r.stderr.String(), tt.want) {
 			t.Errorf("felix %q: stderr %q, want it to contain %q", tt.args, r.stderr, tt.want)
 		}
+	}
+
+	noDev := runFelix(t, opts{dir: t.TempDir()}, "dev", "cluster", "restart", "node-1")
+	noDev.wantExit(t, 1)
+	if want := "no felix dev cluster is running on --dir felix-cluster"; !strings.Contains(noDev.stderr.String(), want) {
+		t.Errorf("dev cluster restart with none running: stderr %q, want %q", noDev.stderr, want)
 	}
 
 	taken, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -74,9 +82,15 @@ In another terminal:
   felix cluster ls --admin 127.0.0.1:7101
   felix tree --cluster --admin 127.0.0.1:7101
 
-Then kill a member with kill -9 PID (cluster ls shows which owns shards)
-and watch the clients carry on once its lease has run out.
-Ctrl-C stops the cluster; its data stays in felix-cluster for the next run.
+Or save the flags once, as the current felix context:
+
+  felix context add dev --broker 127.0.0.1:7001,127.0.0.1:7002 --admin 127.0.0.1:7101 --ca felix-cluster/cert.pem --token-file felix-cluster/admin.token
+
+Then kill a member with kill -9 PID (cluster ls --shards shows which owns
+which shard) and watch the clients carry on once its lease has run out;
+  felix dev cluster restart NODE
+starts it again. etcd stays up until Ctrl-C, which stops the cluster; its
+data stays in felix-cluster for the next run.
 `
 	if b.String() != want {
 		t.Errorf("printDevInfo printed\n%s\nwant\n%s", b.String(), want)
@@ -112,4 +126,33 @@ func portsFree(base, n int) bool {
 		l.Close()
 	}
 	return true
+}
+
+// TestDevBinary: a felix that go run built (in the Go build cache) is
+// copied into the cluster's folder, over an earlier copy; any other runs
+// where it is.
+func TestDevBinary(t *testing.T) {
+	tmp := t.TempDir()
+	cached := filepath.Join(tmp, "go-build1234", "b001", "exe", "felix")
+	if err := os.MkdirAll(filepath.Dir(cached), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "felix-cluster")
+	for _, content := range []string{"first build", "second build"} {
+		if err := os.WriteFile(cached, []byte(content), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		got, err := devBinary(cached, dir)
+		if want := filepath.Join(dir, "bin", "felix"); err != nil || got != want {
+			t.Fatalf("devBinary(%s) = %q, %v; want %q", cached, got, err, want)
+		}
+		data, err := os.ReadFile(got)
+		fi, _ := os.Stat(got)
+		if err != nil || string(data) != content || fi.Mode()&0o100 == 0 {
+			t.Errorf("the copy holds %q (%v) with mode %v, want %q, executable", data, err, fi.Mode(), content)
+		}
+	}
+	if got, err := devBinary("/usr/local/bin/felix", dir); err != nil || got != "/usr/local/bin/felix" {
+		t.Errorf("devBinary of an installed felix = %q, %v; want it unchanged", got, err)
+	}
 }

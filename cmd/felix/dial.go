@@ -31,10 +31,16 @@ type connOpts struct {
 	insecure       bool
 	token          string
 	connectTimeout time.Duration
-	publishWindow  int // pub's --inflight: client.Options.PublishWindow
+	timeout        time.Duration // --timeout (registerTimeout): the whole command's bound
+	publishWindow  int           // pub's --inflight: client.Options.PublishWindow
+	// contextName is --context; ctxToken the chosen context's token and
+	// ctxFrom where it came from (applyContext).
+	contextName, ctxToken, ctxFrom string
+	flags                          *pflag.FlagSet
 }
 
 func (o *connOpts) register(fs *pflag.FlagSet) {
+	o.flags = fs
 	fs.StringVar(&o.broker, "broker", "127.0.0.1:5000", "broker address, host:port; or a comma-separated list of a cluster's brokers: "+
 		"pub and sub send to each shard's owner, group and consume to the member serving the group's shard (following it when it moves), other commands use the first broker that answers")
 	fs.StringVar(&o.tenant, "tenant", "default", "tenant")
@@ -45,6 +51,7 @@ func (o *connOpts) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.insecure, "insecure", false, "do not verify the broker's certificate")
 	registerToken(fs, &o.token)
 	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "give up connecting after this long")
+	registerContext(fs, &o.contextName)
 }
 
 // check reports flag mistakes before anything connects.
@@ -134,8 +141,13 @@ func (o *connOpts) dialCluster(ctx context.Context) (*client.ClusterClient, erro
 // neither --token nor FELIX_TOKEN is left empty, so the client takes
 // ./felix-data/admin.token when it exists.
 func (o *connOpts) clientOptions() client.Options {
-	token, _ := flagOrEnvToken(o.token)
-	return client.Options{Tenant: o.tenant, Token: token, CAFile: o.caFile, Insecure: o.insecure, PublishWindow: o.publishWindow}
+	token, src := flagOrEnvToken(o.token)
+	if src == "" {
+		token = o.ctxToken
+	}
+	opts := client.Options{Tenant: o.tenant, Token: token, CAFile: o.caFile, Insecure: o.insecure, PublishWindow: o.publishWindow}
+	o.noticeWaits(&opts)
+	return opts
 }
 
 // tokenEnv names the variable client commands read a token from.
@@ -143,7 +155,7 @@ const tokenEnv = "FELIX_TOKEN"
 
 func registerToken(fs *pflag.FlagSet, dst *string) {
 	fs.StringVar(dst, "token", "", "the token to authenticate with (felix token create mints one on the broker's machine); "+
-		"default $"+tokenEnv+", else ./"+client.DefaultTokenFile+" when it exists")
+		"default $"+tokenEnv+", else the felix context's, else ./"+client.DefaultTokenFile+" when it exists")
 }
 
 // flagOrEnvToken is --token, else $FELIX_TOKEN, and where it came from
@@ -158,10 +170,15 @@ func flagOrEnvToken(flag string) (token, source string) {
 	return "", ""
 }
 
-// tokenSource says which token a command sent, for its error messages.
-func tokenSource(flag string) string {
+// tokenSource says which token a command sent, for its error messages:
+// --token's, $FELIX_TOKEN's, a context's (ctxFrom names it) or the
+// default file's.
+func tokenSource(flag, ctxFrom string) string {
 	if _, src := flagOrEnvToken(flag); src != "" {
 		return "the token from " + src
+	}
+	if ctxFrom != "" {
+		return "the token of " + ctxFrom
 	}
 	if fileExists(client.DefaultTokenFile) {
 		return "the token in ./" + client.DefaultTokenFile + " (found in this folder: is it another broker's?)"
@@ -192,7 +209,7 @@ func (o *connOpts) explainDialError(addr string, err error) error {
 			"or --insecure to skip verification (%w)", addr, trusted, err)
 	case errors.Is(err, wire.ErrUnauthenticated):
 		return fmt.Errorf("the broker at %s refused the connection as tenant %s; this client sent %s. %s (%w)",
-			addr, o.tenant, tokenSource(o.token), howToGetToken, err)
+			addr, o.tenant, tokenSource(o.token, o.ctxFrom), howToGetToken, err)
 	case isUnreachable(err):
 		return fmt.Errorf("cannot reach broker at %s: is `felix broker` running? (%w)", addr, err)
 	case strings.Contains(err.Error(), "read CA file"):

@@ -30,6 +30,7 @@ func newGroupCmd() *command {
 	o := &groupOpts{}
 	fs := newFlagSet("group")
 	o.conn.register(fs)
+	o.conn.registerTimeout(fs, time.Minute)
 	fs.StringVar(&o.group, "group", "", "the group's name")
 	fs.StringVar(&o.start, "start", "latest", "create, seek: where the cursor goes: earliest, latest, offset (--offset on --shard) or time (--time)")
 	fs.Uint64Var(&o.offset, "offset", 0, "create, seek with --start offset: the offset on --shard")
@@ -58,7 +59,7 @@ group_max_attempts it is a dead letter (a pointer to its offset).
   felix group discard --stream S --group G [--shard N] --offsets 3,7 | --all`,
 		flags: fs,
 	}
-	c.run = o.run
+	c.run = o.conn.bound(o.run)
 	return c
 }
 
@@ -105,7 +106,10 @@ func (o *groupOpts) run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return o.printLines(map[string]any{"groups": names}, names)
+		if o.json {
+			return printJSON(os.Stdout, nonNil(names))
+		}
+		return o.printLines(nil, names)
 	case "rm":
 		if err := c.DeleteGroup(ctx, st, o.group); err != nil {
 			return err
@@ -184,7 +188,7 @@ func (o *groupOpts) printLines(asJSON any, lines []string) error {
 
 func (o *groupOpts) printInfo(info client.GroupInfo) error {
 	if o.json {
-		return json.NewEncoder(os.Stdout).Encode(info)
+		return printJSON(os.Stdout, groupJSON(o.conn.scope(), info))
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "group %s on %s\n", info.Group, o.conn.scope())
@@ -237,4 +241,39 @@ func (o *connOpts) dialClosing(ctx context.Context) (*client.Client, func(), err
 		defer cancel()
 		_ = c.Close(cctx)
 	}, nil
+}
+
+// groupDoc is a group as --json prints it, in the snake_case of the
+// other commands' JSON (the client's GroupInfo has Go field names).
+type groupDoc struct {
+	Group  string          `json:"group"`
+	Stream string          `json:"stream"`
+	Shards []groupShardDoc `json:"shards"`
+}
+
+type groupShardDoc struct {
+	Shard        uint32   `json:"shard"`
+	Cursor       uint64   `json:"cursor"`
+	Committed    uint64   `json:"committed"`
+	Next         uint64   `json:"next"`
+	Lag          uint64   `json:"lag"`
+	InFlight     uint64   `json:"in_flight"`
+	Owed         uint64   `json:"owed"`
+	Waiting      uint64   `json:"waiting"`
+	DeadLetters  uint64   `json:"dead_letters"`
+	Redeliveries uint64   `json:"redeliveries"`
+	Consumers    []string `json:"consumers"`
+	CreatedAt    string   `json:"created_at"`
+}
+
+func groupJSON(scope string, info client.GroupInfo) groupDoc {
+	doc := groupDoc{Group: info.Group, Stream: scope, Shards: make([]groupShardDoc, len(info.Shards))}
+	for i, s := range info.Shards {
+		doc.Shards[i] = groupShardDoc{
+			Shard: s.Shard, Cursor: s.Cursor, Committed: s.Committed, Next: s.Next, Lag: s.Lag, InFlight: s.InFlight,
+			Owed: s.Owed, Waiting: s.Waiting, DeadLetters: s.DeadLetters, Redeliveries: s.Redeliveries,
+			Consumers: nonNil(s.Consumers), CreatedAt: time.UnixMilli(s.CreatedAtMS).UTC().Format(time.RFC3339Nano),
+		}
+	}
+	return doc
 }

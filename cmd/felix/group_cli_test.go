@@ -45,7 +45,10 @@ func TestGroupCLI(t *testing.T) {
 
 	// A handler that always fails: five attempts, then a dead letter.
 	felix("pub", "poison")
-	felix("consume", "--group", "workers", "--count", "5", "--exec", `test "$FELIX_ATTEMPTS" = 9`)
+	failing := felix("consume", "--group", "workers", "--count", "5", "--exec", `test "$FELIX_ATTEMPTS" = 9`)
+	if want := "offset 3 is a dead letter after 5 attempts"; !strings.Contains(failing.stderr.String(), want) {
+		t.Errorf("consume --exec whose record became a dead letter: stderr\n%s\nwant %q", failing.stderr, want)
+	}
 	if dl := strings.TrimSpace(felix("group", "dead-letters", "--group", "workers").stdout.String()); dl != "3" {
 		t.Fatalf("dead letters: %q", dl)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/brokertest"
 	"github.com/getfelix/felix-go/client"
-	"github.com/getfelix/felix-go/internal/brokertest"
 )
 
 // TestIdempotentProducerSurvivesKill9: an idempotent producer publishes

@@ -20,7 +20,8 @@ import (
 type logOpts struct {
 	dataDir, tenant, namespace, stream string
 	shard                              int
-	yes, json                          bool
+	yes, json, salvage                 bool
+	to, from                           string // backup's destination, restore's source
 }
 
 func newLogCmd() *command {
@@ -32,11 +33,14 @@ func newLogCmd() *command {
 	fs.StringVar(&o.stream, "stream", "", "only this stream (required by repair)")
 	fs.IntVar(&o.shard, "shard", -1, "only this shard (required by repair)")
 	fs.BoolVar(&o.yes, "yes", false, "repair: do it; without it repair says what it would do and changes nothing")
+	fs.BoolVar(&o.salvage, "salvage", false, "repair: keep the good batches after each damaged one instead of cutting the log at the first (lost offsets become empty records with the header felix-lost: salvage)")
+	fs.StringVar(&o.to, "to", "", "backup: the new or empty folder to write the backup into")
+	fs.StringVar(&o.from, "from", "", "restore: the folder felix log backup wrote")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	c := &command{
 		name:  "log",
-		args:  "verify|repair",
-		short: "check and repair durable logs offline",
+		args:  "verify|repair|backup|restore",
+		short: "check, repair, back up and restore durable logs offline",
 		long: `Checks and repairs the durable logs in a data directory, without a broker.
 
 verify reads every shard's log under <data-dir>/streams/<tenant>/<namespace>/<stream>/<shard>:
@@ -53,8 +57,30 @@ segments (never deleting it), rebuilds the indexes, rewrites durable.mark,
 and prints the offsets lost. Without --yes it only says what it would do.
 It refuses while a broker runs on the data directory (metadata.db's lock).
 
+repair --salvage keeps what follows the damage: it skips each damaged
+stretch (a batch that fails its checks, up to the next one that passes) and
+keeps every good batch after it, each record at its offset. The offsets a
+stretch held stay taken: each becomes an empty record with the header
+felix-lost: salvage, so readers see every offset and can tell the lost
+ones. Damage at the log's very end, with nothing good after it, is cut as
+without --salvage. The lost offsets are printed and appended to
+lost-offsets.json in the shard's directory; rewritten segments' originals
+go into a damaged-<time>/ folder. A replicated stream's log is refused.
+
+backup copies one durable stream, every shard, into a new folder: its
+definition from metadata.db and each shard's log up to its last complete
+batch, every byte verified as verify reads it; backup.json, written last,
+names the offsets each shard's copy ends at. restore puts such a backup
+into a data directory that does not have the stream (a fresh one, or one
+the stream was deleted from), verified again, the definition recorded
+last. Both take metadata.db's lock, so no broker may run on the data
+directory meanwhile; stop it, or back up a copy of its data directory.
+Consumer groups' cursors and idempotent producer ids are not in a backup.
+
   felix log verify --data-dir D [--tenant T] [--namespace NS] [--stream S] [--shard N] [--json]
-  felix log repair --data-dir D --stream S [--namespace NS] [--tenant T] --shard N [--yes] [--json]`,
+  felix log repair --data-dir D --stream S [--namespace NS] [--tenant T] --shard N [--salvage] [--yes] [--json]
+  felix log backup --data-dir D --stream S [--namespace NS] [--tenant T] --to DIR [--json]
+  felix log restore --data-dir D --from DIR [--json]`,
 		flags: fs,
 	}
 	c.run = o.run
@@ -63,21 +89,31 @@ It refuses while a broker runs on the data directory (metadata.db's lock).
 
 func (o *logOpts) run(_ context.Context, args []string) error {
 	if len(args) != 1 {
-		return usagef("log needs one of verify, repair; got %q", args)
+		return usagef("log needs one of verify, repair, backup, restore; got %q", args)
 	}
 	if o.dataDir == "" {
 		return usagef("--data-dir is required")
 	}
 	switch args[0] {
+	case "verify", "repair":
+		if o.to != "" || o.from != "" {
+			return usagef("--to is backup's and --from restore's")
+		}
+	}
+	switch args[0] {
 	case "verify":
-		if o.yes {
-			return usagef("--yes is repair's")
+		if o.yes || o.salvage {
+			return usagef("--yes and --salvage are repair's")
 		}
 		return o.verify(os.Stdout)
 	case "repair":
 		return o.repair(os.Stdout)
+	case "backup":
+		return o.backup(os.Stdout)
+	case "restore":
+		return o.restore(os.Stdout)
 	}
-	return usagef("log needs one of verify, repair; got %q", args[0])
+	return usagef("log needs one of verify, repair, backup, restore; got %q", args[0])
 }
 
 // shardLog is one shard's log directory.
@@ -222,19 +258,29 @@ func (o *logOpts) repair(w io.Writer) error {
 		return err
 	}
 	defer unlock()
-	var rep *persistence.RepairReport
-	if o.yes {
-		rep, err = persistence.Repair(dir, time.Now())
-	} else {
-		rep, _, err = persistence.PlanRepair(dir)
+	if o.salvage {
+		return o.salvageShard(w, dir)
 	}
+	return report(w, o, func() (*persistence.RepairReport, error) {
+		if o.yes {
+			return persistence.Repair(dir, time.Now())
+		}
+		rep, _, err := persistence.PlanRepair(dir)
+		return rep, err
+	}, printRepair)
+}
+
+// report runs a repair (or, without --yes, plans it) and prints its report
+// as JSON (--json) or for people.
+func report[R any](w io.Writer, o *logOpts, run func() (R, error), print func(io.Writer, R)) error {
+	rep, err := run()
 	if err != nil {
 		return err
 	}
 	if o.json {
 		return json.NewEncoder(w).Encode(rep)
 	}
-	printRepair(w, rep)
+	print(w, rep)
 	return nil
 }
 
@@ -261,18 +307,73 @@ func printRepair(w io.Writer, rep *persistence.RepairReport) {
 	}
 }
 
+func (o *logOpts) salvageShard(w io.Writer, dir string) error {
+	return report(w, o, func() (*persistence.SalvageReport, error) {
+		if o.yes {
+			return persistence.Salvage(dir, time.Now())
+		}
+		return persistence.PlanSalvage(dir)
+	}, printSalvage)
+}
+
+func printSalvage(w io.Writer, rep *persistence.SalvageReport) {
+	if !rep.Needed {
+		fmt.Fprintf(w, "nothing to repair in %s: the broker opens this log as it is (see felix log verify)\n", rep.Dir)
+		return
+	}
+	verb, kept, ends := "would lose", "would keep", "would end"
+	if rep.Applied {
+		verb, kept, ends = "lost", "kept", "ends"
+	}
+	for _, l := range rep.Lost {
+		where := fmt.Sprintf("%d bytes of %s from byte %d", l.Bytes, l.File, l.Position)
+		if l.Position < 0 {
+			where = l.File
+		}
+		switch {
+		case l.Tail && l.To == l.From:
+			fmt.Fprintf(w, "%s: the damaged batch's records from offset %d, at the log's end (their count is unreadable; none was synced) (%s: %s)\n", verb, l.From, where, l.Reason)
+		case l.Tail:
+			fmt.Fprintf(w, "%s: offsets %s, at the log's end: cut (%s: %s)\n", verb, offsetRange(l.From, l.To), where, l.Reason)
+		case l.To == l.From:
+			fmt.Fprintf(w, "%s: no offset; skipped %s (%s)\n", verb, where, l.Reason)
+		default:
+			fmt.Fprintf(w, "%s: offsets %s, now empty records with the header %s: %s (%s: %s)\n", verb, offsetRange(l.From, l.To), persistence.LostHeader, persistence.LostHeaderValue, where, l.Reason)
+		}
+	}
+	fmt.Fprintf(w, "%s %d records after the first damage; %d offsets lost in all; the log %s at offset %d\n", kept, rep.Kept, rep.LostOffsets(), ends, rep.Mark.Offset)
+	rewritten := strings.Join(rep.Rewritten, ", ")
+	if rewritten == "" {
+		rewritten = "no segment"
+	}
+	if !rep.Applied {
+		fmt.Fprintf(w, "would rewrite %s (originals into a damaged-<time> folder in %s), write durable.mark at the end and append the lost offsets to %s\n", rewritten, rep.Dir, rep.LostFile)
+		fmt.Fprintln(w, "nothing was changed: run again with --yes to repair")
+		return
+	}
+	fmt.Fprintf(w, "rewrote %s (originals and the old durable.mark in %s); lost offsets appended to %s\n", rewritten, rep.DamagedDir, rep.LostFile)
+}
+
 // lockDataDir takes the data directory's lock, metadata.db's, as a broker
 // does, so that no broker runs on the directory while it is held.
 func lockDataDir(dataDir string) (func(), error) {
 	if _, err := os.Stat(filepath.Join(dataDir, metadata.FileName)); errors.Is(err, os.ErrNotExist) {
 		return func() {}, nil // no broker has ever run here
 	}
-	store, err := metadata.Open(dataDir)
-	if errors.Is(err, metadata.ErrLocked) {
-		return nil, fmt.Errorf("a broker is running on %s (it holds %s's lock): stop it before repairing; felix log verify may run alongside it", dataDir, metadata.FileName)
-	}
+	store, err := openLocked(dataDir, "repairing")
 	if err != nil {
 		return nil, err
 	}
 	return func() { _ = store.Close() }, nil
+}
+
+// openLocked opens metadata.db, which takes the data directory's lock,
+// saying what to do when a broker holds it; before is what the caller was
+// about to do ("repairing").
+func openLocked(dataDir, before string) (*metadata.Store, error) {
+	store, err := metadata.Open(dataDir)
+	if errors.Is(err, metadata.ErrLocked) {
+		return nil, fmt.Errorf("a broker is running on %s (it holds %s's lock): stop it before %s; felix log verify may run alongside it", dataDir, metadata.FileName, before)
+	}
+	return store, err
 }

@@ -244,3 +244,77 @@ func TestLogRepairRefusesAReplica(t *testing.T) {
 		t.Fatalf("stderr %q; want it to point to felix cluster move-replica", r.stderr)
 	}
 }
+
+// TestLogRepairSalvage damages one batch in the middle of a stopped
+// broker's synced log: repair --salvage without --yes changes nothing,
+// with --yes it loses only that batch's offset and says so (stdout,
+// lost-offsets.json), and a broker started again serves every other
+// record at its offset, the lost one as an empty record with the
+// felix-lost header, and continues the offsets at the old end.
+func TestLogRepairSalvage(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	st := client.Stream{Name: "orders"}
+	const n = 40
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+	defer cancel()
+	writeRecords(ctx, t, data, st, n)
+	shardDir := filepath.Join(data, "streams", "default", "default", "orders", "0")
+	k := n / 2
+	damageBatch(t, filepath.Join(shardDir, "00000000000000000000.log"), n, k)
+
+	before := readDirFiles(t, shardDir)
+	args := []string{"log", "repair", "--data-dir", data, "--stream", "orders", "--shard", "0", "--salvage"}
+	plan := runFelix(t, opts{}, args...)
+	plan.wantExit(t, 0)
+	if out := plan.stdout.String(); !strings.Contains(out, "nothing was changed") || !strings.Contains(out, fmt.Sprintf("would lose: offsets %d..%d,", k, k)) {
+		t.Fatalf("repair --salvage without --yes:\n%s", out)
+	}
+	if !maps.Equal(before, readDirFiles(t, shardDir)) {
+		t.Fatal("repair --salvage without --yes changed the shard's directory")
+	}
+
+	r := runFelix(t, opts{}, append(args, "--yes")...)
+	r.wantExit(t, 0)
+	wantOut := []string{fmt.Sprintf("lost: offsets %d..%d,", k, k), fmt.Sprintf("kept %d records after the first damage; 1 offsets lost", n-k-1), "lost-offsets.json"}
+	for _, want := range wantOut {
+		if !strings.Contains(r.stdout.String(), want) {
+			t.Fatalf("repair --salvage --yes does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	lost, err := os.ReadFile(filepath.Join(shardDir, "lost-offsets.json"))
+	if err != nil || !strings.Contains(string(lost), fmt.Sprintf(`"from":%d,"to":%d`, k, k+1)) {
+		t.Fatalf("lost-offsets.json: %v\n%s", err, lost)
+	}
+	runFelix(t, opts{}, "log", "verify", "--data-dir", data).wantExit(t, 0)
+
+	p, c := startBrokerOn(t, data, "3")
+	defer stopBroker(t, p, c)
+	seen := 0
+	for from := uint64(0); from < n; {
+		page, err := c.Read(ctx, st, from, client.ReadOptions{})
+		if err != nil || len(page.Records) == 0 {
+			t.Fatalf("read from %d: %d records, %v", from, len(page.Records), err)
+		}
+		for _, r := range page.Records {
+			if r.Offset != from {
+				t.Fatalf("read offset %d, want %d", r.Offset, from)
+			}
+			if r.Offset == uint64(k) {
+				if len(r.Payload) != 0 || len(r.Headers) != 1 || r.Headers[0].Key != "felix-lost" || string(r.Headers[0].Value) != "salvage" {
+					t.Fatalf("lost offset %d: payload %q, headers %v; want an empty record with felix-lost: salvage", k, r.Payload, r.Headers)
+				}
+			} else if want := fmt.Sprintf("rec-%d", r.Offset); string(r.Payload) != want {
+				t.Fatalf("offset %d holds %q, want %q", r.Offset, r.Payload, want)
+			}
+			from++
+			seen++
+		}
+	}
+	if seen != n {
+		t.Fatalf("read %d records, want %d", seen, n)
+	}
+	res, err := c.PublishResult(ctx, st, [][]byte{[]byte("after")}, client.PublishOptions{Ack: wire.AckPerBatch})
+	if err != nil || res.Offset != n {
+		t.Fatalf("publish after salvage: offset %d, %v; want offset %d", res.Offset, err, n)
+	}
+}

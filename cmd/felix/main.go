@@ -5,9 +5,11 @@
 //	felix sub --stream S [--count N] [--json]
 //	felix version
 //
-// Exit codes: 0 success (including a clean stop on SIGINT or SIGTERM), 1 a
-// runtime error, 2 a usage error: a bad flag or argument, or a configuration
-// the broker refuses, found before anything ran.
+// Exit codes: 0 success (including a clean stop on SIGINT or SIGTERM of a
+// command that runs until stopped), 1 a runtime error, or a command cut
+// short (a signal, --timeout) before it did what it was asked, 2 a usage
+// error: a bad flag or argument, or a configuration the broker refuses,
+// found before anything ran.
 //
 // Each command keeps its flags in a pflag FlagSet (so the broker's knob
 // flags can be listed in their own help section) and is mounted as a cobra
@@ -59,7 +61,7 @@ func usagef(format string, args ...any) error {
 }
 
 func commands() []*command {
-	return []*command{newBrokerCmd(), newPubCmd(), newSubCmd(), newReadCmd(), newStreamCmd(), newGroupCmd(), newConsumeCmd(), newTreeCmd(), newClusterCmd(), newDevCmd(), newChaosCmd(), newLogCmd(), newBenchCmd(), newTokenCmd(), newVersionCmd()}
+	return []*command{newBrokerCmd(), newPubCmd(), newSubCmd(), newReadCmd(), newStreamCmd(), newCacheCmd(), newCounterCmd(), newGroupCmd(), newConsumeCmd(), newTreeCmd(), newClusterCmd(), newDevCmd(), newChaosCmd(), newLogCmd(), newBenchCmd(), newTokenCmd(), newKafkaCmd(), newContextCmd(), newVersionCmd()}
 }
 
 func main() {
@@ -89,12 +91,17 @@ func run(argv []string) int {
 	}
 	root.SetVersionTemplate("felix {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.SetHelpFunc(func(cc *cobra.Command, _ []string) {
+	cobraHelp := root.HelpFunc()
+	root.SetHelpFunc(func(cc *cobra.Command, args []string) {
 		for _, c := range cmds {
 			if c.name == cc.Name() {
 				printUsage(os.Stdout, c)
 				return
 			}
+		}
+		if cc != root {
+			cobraHelp(cc, args) // cobra's own commands: completion and its shells
+			return
 		}
 		printRootUsage(os.Stdout, cmds)
 	})
@@ -158,8 +165,10 @@ func stopOnSignal() {
 func printRootUsage(w io.Writer, cmds []*command) {
 	fmt.Fprint(w, "felix: a pub/sub broker over QUIC\n\nUsage:\n  felix <command> [flags]\n\nCommands:\n")
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.short)
 	}
+	// cobra adds completion itself; it is listed here with the others.
+	fmt.Fprintf(w, "  %-11s %s\n", "completion", "print a shell completion script: felix completion bash|zsh|fish|powershell")
 	fmt.Fprint(w, "\nRun 'felix <command> --help' for a command's flags.\n")
 }
 
@@ -190,7 +199,7 @@ func newVersionCmd() *command {
 	c := &command{
 		name:  "version",
 		short: "print felix's version",
-		long:  "Prints the version of the felix module this binary was built from (\"devel\" for a source build).",
+		long:  "Prints the version of the felix module this binary was built from (\"devel\" for a source build), the commit and the commit's time the Go toolchain stamped into the build (\"unknown\" when it stamped none: go run, or a tree without .git), and the Go version.",
 		flags: newFlagSet("version"),
 	}
 	c.run = func(_ context.Context, args []string) error {
@@ -204,29 +213,42 @@ func newVersionCmd() *command {
 }
 
 // version is the main module's version, as `go install ...@v1.2.3` records
-// it, with the VCS revision when the build stamped one.
+// it, with the commit and its time the Go toolchain stamps into a build
+// from a VCS checkout (vcs.revision, vcs.time).
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "devel"
+		info = nil
+	}
+	return versionOf(info)
+}
+
+// versionOf formats info as "devel commit 0123456789ab (modified) committed
+// 2026-12-01T21:00:00Z go1.26.0": vcs.time is the commit's time, which
+// names the build better than the clock of the machine that ran it (a
+// rebuild of one commit prints the same). What the build did not stamp
+// (go run, a tree without .git, -buildvcs=false) reads "unknown", never a
+// guess.
+func versionOf(info *debug.BuildInfo) string {
+	if info == nil {
+		return "devel commit unknown committed unknown"
 	}
 	v := info.Main.Version
 	if v == "" || v == "(devel)" {
 		v = "devel"
 	}
-	var rev, modified string
+	rev, when, modified := "unknown", "unknown", ""
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			rev = s.Value[:min(len(s.Value), 12)]
+		case "vcs.time":
+			when = s.Value
 		case "vcs.modified":
 			if s.Value == "true" {
-				modified = ", modified"
+				modified = " (modified)"
 			}
 		}
 	}
-	if rev != "" {
-		v += fmt.Sprintf(" (%s%s)", rev[:min(len(rev), 12)], modified)
-	}
-	return v + " " + info.GoVersion
+	return fmt.Sprintf("%s commit %s%s committed %s %s", v, rev, modified, when, info.GoVersion)
 }

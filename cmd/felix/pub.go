@@ -49,6 +49,7 @@ func newPubCmd() *command {
 	fs := newFlagSet("pub")
 	o.flags = fs
 	o.conn.register(fs)
+	o.conn.registerTimeout(fs, 0)
 	fs.StringVar(&o.key, "key", "", "routing key: publishes with the same key go to the same shard, in order")
 	fs.StringVar(&o.ack, "ack", "message", "none (fire-and-forget), message (an ack per message) or batch (an ack per batch)")
 	fs.IntVar(&o.count, "count", 0, "publish this many generated messages instead of MESSAGE arguments or standard input")
@@ -81,7 +82,7 @@ Examples:
   felix pub --stream ledger --count 1000 --json-acks`,
 		flags: fs,
 	}
-	c.run = o.run
+	c.run = o.conn.bound(o.run)
 	return c
 }
 
@@ -105,7 +106,7 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 	if err != nil {
 		closeCluster(cc)
 		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted while connecting to %s", o.conn.broker)
+			return unfinished(ctx, fmt.Sprintf("published nothing: no member of %s served the shard yet (%v)", o.conn.broker, err))
 		}
 		return o.explainPublishError(err, 0)
 	}
@@ -115,19 +116,7 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 	}
 
 	start := time.Now()
-	var want int64
-	switch {
-	case len(args) > 0:
-		want = int64(len(args))
-		err = p.publishArgs(ctx, args)
-	case o.count > 0:
-		want = int64(o.count)
-		stopProgress := o.progress(p)
-		err = p.publishGenerated(ctx, o.count, int(o.size))
-		stopProgress()
-	default:
-		err = p.publishLines(ctx, os.Stdin)
-	}
+	want, err := o.publishFrom(ctx, p, args)
 	// Close waits for outstanding acks (their promises have all run when
 	// it returns; one not answered within closeTimeout fails) and, under
 	// fire-and-forget, for the broker to have read every publish (it
@@ -156,13 +145,32 @@ func (o *pubOpts) run(ctx context.Context, args []string) error {
 	}
 	elapsed := time.Since(start)
 	if err != nil {
+		if ctx.Err() != nil && want > 0 {
+			return unfinished(ctx, fmt.Sprintf("published %d of %d messages to %s", p.sent.Load(), want, o.conn.scope()))
+		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted: published %d of %d messages to %s", p.sent.Load(), want, o.conn.scope())
+			return unfinished(ctx, fmt.Sprintf("published %d messages to %s; the last ones read were not (%v)", p.sent.Load(), o.conn.scope(), err))
 		}
 		return o.explainPublishError(err, confirmed)
 	}
 
 	return o.report(p, mode, elapsed)
+}
+
+// publishFrom publishes what the run was given: the arguments, --count
+// generated messages, or stdin's lines. want is how many it was asked for
+// (0 for stdin, which has no count).
+func (o *pubOpts) publishFrom(ctx context.Context, p *publisher, args []string) (want int64, err error) {
+	switch {
+	case len(args) > 0:
+		return int64(len(args)), p.publishArgs(ctx, args)
+	case o.count > 0:
+		stopProgress := o.progress(p)
+		defer stopProgress()
+		return int64(o.count), p.publishGenerated(ctx, o.count, int(o.size))
+	default:
+		return 0, p.publishLines(ctx, os.Stdin)
+	}
 }
 
 type pubSummary struct {
@@ -498,10 +506,7 @@ func (p *publisher) publishLines(ctx context.Context, r io.Reader) error {
 			}
 		}
 		if err := p.send(ctx, batch); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			return err // interrupted or not, these lines were not published
 		}
 		if eof {
 			return takeErr(readErr)

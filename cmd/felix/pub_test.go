@@ -11,7 +11,7 @@ import (
 	"github.com/getfelix/felix-go/client"
 )
 
-// TestPubJSONAcksKilled is issue #12's test: felix pub --json-acks killed
+// TestPubJSONAcksKilled: felix pub --json-acks killed
 // with SIGKILL mid-run has printed only what the broker acknowledged, so
 // every offset it printed is in the log with its payload. The lines come
 // in order: offsets and message indexes consecutive from 0.

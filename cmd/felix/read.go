@@ -22,18 +22,22 @@ type readOpts struct {
 	fromTime string
 	max      int
 	json     bool
-	flags    *pflag.FlagSet
+	// followerLag asks for follower reads (ReadOptions.FollowerMaxLag).
+	followerLag time.Duration
+	flags       *pflag.FlagSet
 }
 
 func newReadCmd() *command {
 	fs := newFlagSet("read")
 	o := &readOpts{flags: fs}
 	o.conn.register(fs)
+	o.conn.registerTimeout(fs, time.Minute)
 	fs.Uint32Var(&o.shard, "shard", 0, "the shard to read")
 	fs.Uint64Var(&o.from, "from", 0, "the first offset to read")
 	fs.StringVar(&o.fromTime, "from-time", "", fromTimeUsage)
 	fs.IntVar(&o.max, "max", 0, "stop after this many records (0: read up to the committed end)")
-	fs.BoolVar(&o.json, "json", false, `print one JSON object per record: {"offset":N,"payload":"..."}`)
+	fs.BoolVar(&o.json, "json", false, `print one JSON object per record: {"offset":N,"time":"...","payload":"...","key":"...","headers":[{"key":"...","value":"..."}]} (key and headers when the record has them)`)
+	fs.DurationVar(&o.followerLag, "follower-max-lag", 0, "on a replicated stream, let any replica answer from what it applied if it heard from its leader within this long (at most 1m; 0: only the leader answers, with every acknowledged record)")
 	c := &command{
 		name:  "read",
 		short: "read a durable stream's records from an offset",
@@ -41,7 +45,9 @@ func newReadCmd() *command {
 page, and prints one payload per line (or --json objects with the offset). It
 stops at the committed end or after --max records; it never waits for new
 records (use felix sub for that). --from-time starts at the first record the
-broker stored at or after a time instead.
+broker stored at or after a time instead. On a replicated stream only the
+shard's leader answers (a read sees every record acknowledged before it);
+--follower-max-lag lets a follower answer from its own copy.
 
 Examples:
   felix read --stream orders --from 0
@@ -49,7 +55,7 @@ Examples:
   felix read --stream orders --shard 2 --from 1000 --max 10 --json`,
 		flags: fs,
 	}
-	c.run = o.run
+	c.run = o.conn.bound(o.run)
 	return c
 }
 
@@ -62,6 +68,9 @@ func (o *readOpts) run(ctx context.Context, args []string) error {
 	}
 	if o.max < 0 {
 		return usagef("--max must not be negative")
+	}
+	if o.followerLag < 0 || o.followerLag > time.Minute {
+		return usagef("--follower-max-lag must be between 0 and 1m")
 	}
 	var at time.Time
 	byTime := o.flags.Changed("from-time")
@@ -93,7 +102,7 @@ func (o *readOpts) run(ctx context.Context, args []string) error {
 	enc := json.NewEncoder(out)
 	from, n := o.from, 0
 	for o.max == 0 || n < o.max {
-		opts := client.ReadOptions{Shard: o.shard}
+		opts := client.ReadOptions{Shard: o.shard, FollowerMaxLag: o.followerLag}
 		if o.max > 0 {
 			opts.MaxRecords = uint32(min(o.max-n, 10000))
 		}
@@ -103,12 +112,7 @@ func (o *readOpts) run(ctx context.Context, args []string) error {
 		}
 		for _, r := range page.Records {
 			if o.json {
-				row := map[string]any{"offset": r.Offset, "time": r.Time}
-				if utf8.Valid(r.Payload) {
-					row["payload"] = string(r.Payload)
-				} else {
-					row["payload_base64"] = base64.StdEncoding.EncodeToString(r.Payload)
-				}
+				row := recordJSON(r)
 				if err := enc.Encode(row); err != nil {
 					return err
 				}
@@ -149,4 +153,39 @@ func offsetForTime(ctx context.Context, c *client.Client, conn *connOpts, shard 
 		return 0, fmt.Errorf("find time %s in %s shard %d: %w", t.Format(time.RFC3339Nano), conn.scope(), shard, err)
 	}
 	return off, nil
+}
+
+// recordJSON is a record as read --json prints it: its offset and time,
+// its payload, and its key and headers when it has them. Bytes that are
+// UTF-8 print as text (payload, key, value), others as base64 (the same
+// name with _base64); a null header value prints as null.
+func recordJSON(r client.Record) map[string]any {
+	row := map[string]any{"offset": r.Offset, "time": r.Time}
+	putBytes(row, "payload", r.Payload)
+	if r.Key != nil {
+		putBytes(row, "key", r.Key)
+	}
+	if len(r.Headers) > 0 {
+		hs := make([]map[string]any, len(r.Headers))
+		for i, h := range r.Headers {
+			hs[i] = map[string]any{"key": h.Key}
+			if h.Value == nil {
+				hs[i]["value"] = nil
+			} else {
+				putBytes(hs[i], "value", h.Value)
+			}
+		}
+		row["headers"] = hs
+	}
+	return row
+}
+
+// putBytes sets m[name] to b as text, or m[name+"_base64"] when b is not
+// UTF-8.
+func putBytes(m map[string]any, name string, b []byte) {
+	if utf8.Valid(b) {
+		m[name] = string(b)
+	} else {
+		m[name+"_base64"] = base64.StdEncoding.EncodeToString(b)
+	}
 }

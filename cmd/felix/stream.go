@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -20,6 +19,8 @@ type streamOpts struct {
 	retentionBytes string
 	retentionAge   time.Duration
 	replicas       int
+	logAppendTime  bool
+	compression    string
 	json           bool
 }
 
@@ -27,12 +28,15 @@ func newStreamCmd() *command {
 	o := &streamOpts{}
 	fs := newFlagSet("stream")
 	o.conn.register(fs)
+	o.conn.registerTimeout(fs, time.Minute)
 	fs.Uint32Var(&o.shards, "shards", 1, "create: the shard count; a key picks the shard, no key goes to shard 0")
 	fs.StringVar(&o.routing, "routing", "modulo", "create: how keys map to shards: modulo or jump (jump consistent hashing)")
 	fs.BoolVar(&o.durable, "durable", false, "create: keep the stream in the broker's durable log (offsets, survives restarts)")
 	fs.StringVar(&o.retentionBytes, "retention-bytes", "0", "create, durable only: keep about this much per shard, e.g. 10GiB (0: the broker's durable_retention_bytes)")
 	fs.IntVar(&o.replicas, "replicas", 0, "create, durable only, in a cluster: keep each shard on this many members, a raft group (0: 3 in a cluster of at least 3, else 1)")
 	fs.DurationVar(&o.retentionAge, "retention-age", 0, "create, durable only: keep records about this long, e.g. 72h (0: the broker's durable_retention_age_ms)")
+	fs.BoolVar(&o.logAppendTime, "log-append-time", false, "create, durable only: every record's time is its append time, never a Kafka producer's (Kafka's message.timestamp.type=LogAppendTime)")
+	fs.StringVar(&o.compression, "compression", "", "create, durable only: compress Kafka consumers' fetched batches with gzip, snappy, lz4 or zstd where that saves bytes, or none (Kafka's compression.type; default: each batch in the codec its producer sent)")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	c := &command{
 		name:  "stream",
@@ -42,13 +46,13 @@ func newStreamCmd() *command {
 made implicitly, in memory, with one shard; create one first to give it
 shards, jump routing, or durability. Retention deletes whole segments. Definitions survive a broker restart.
 
-  felix stream create --stream S [--shards N] [--routing modulo|jump] [--durable [--replicas N] [--retention-bytes B] [--retention-age D]]
+  felix stream create --stream S [--shards N] [--routing modulo|jump] [--durable [--replicas N] [--retention-bytes B] [--retention-age D] [--log-append-time] [--compression none|gzip|snappy|lz4|zstd]]
   felix stream ls [--namespace NS]
   felix stream info --stream S
   felix stream rm --stream S`,
 		flags: fs,
 	}
-	c.run = o.run
+	c.run = o.conn.bound(o.run)
 	return c
 }
 
@@ -86,10 +90,14 @@ func (o *streamOpts) run(ctx context.Context, args []string) error {
 	case "create":
 		info, err := c.CreateStream(ctx, o.conn.streamRef(), client.StreamConfig{
 			Shards: o.shards, Routing: o.routing, Durable: o.durable, RetentionBytes: retention, RetentionAge: o.retentionAge,
-			Replicas: o.replicas,
+			Replicas: o.replicas, LogAppendTime: o.logAppendTime,
+			Compression: o.compression,
 		})
 		if err != nil {
 			return err
+		}
+		if o.json {
+			return printJSON(os.Stdout, streamJSON(info))
 		}
 		return o.print([]client.StreamInfo{info})
 	case "info":
@@ -97,25 +105,13 @@ func (o *streamOpts) run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if info.Replicas <= 1 {
-			return o.print([]client.StreamInfo{info})
-		}
-		rows, err := o.replicationOf(ctx, c, info)
-		if err != nil {
-			return err
-		}
-		if !o.json {
-			if err := o.print([]client.StreamInfo{info}); err != nil {
-				return err
-			}
-		}
-		return o.printReplication(rows)
+		return o.info(ctx, c, info)
 	case "rm":
 		if err := c.DeleteStream(ctx, o.conn.streamRef()); err != nil {
 			return err
 		}
 		if o.json {
-			return json.NewEncoder(os.Stdout).Encode(map[string]string{"deleted": o.conn.scope()})
+			return printJSON(os.Stdout, map[string]string{"deleted": o.conn.scope()})
 		}
 		fmt.Printf("deleted %s\n", o.conn.scope())
 		return nil
@@ -129,30 +125,37 @@ func (o *streamOpts) run(ctx context.Context, args []string) error {
 	}
 }
 
+// streamDoc is a stream as --json prints it.
+type streamDoc struct {
+	Stream         string `json:"stream"`
+	Shards         uint32 `json:"shards"`
+	Routing        string `json:"routing"`
+	Durable        bool   `json:"durable"`
+	Replicas       int    `json:"replicas"`
+	RetentionBytes int64  `json:"retention_bytes"`
+	RetentionAge   string `json:"retention_age"`
+	LogAppendTime  bool   `json:"log_append_time"`
+	Compression    string `json:"compression,omitempty"`
+	Implicit       bool   `json:"implicit"`
+	CreatedAt      string `json:"created_at"`
+}
+
+func streamJSON(s client.StreamInfo) streamDoc {
+	return streamDoc{
+		Stream: s.Stream.Tenant + "/" + s.Stream.Namespace + "/" + s.Stream.Name, Shards: s.Shards, Routing: s.Routing,
+		Durable: s.Durable, Replicas: s.Replicas, RetentionBytes: s.RetentionBytes, RetentionAge: s.RetentionAge.String(),
+		LogAppendTime: s.LogAppendTime, Compression: s.Compression, Implicit: s.Implicit, CreatedAt: s.CreatedAt.Format(time.RFC3339),
+	}
+}
+
+// print prints streams as a table, or with --json as one JSON array.
 func (o *streamOpts) print(list []client.StreamInfo) error {
 	if o.json {
-		type row struct {
-			Stream         string `json:"stream"`
-			Shards         uint32 `json:"shards"`
-			Routing        string `json:"routing"`
-			Durable        bool   `json:"durable"`
-			Replicas       int    `json:"replicas"`
-			RetentionBytes int64  `json:"retention_bytes"`
-			RetentionAge   string `json:"retention_age"`
-			Implicit       bool   `json:"implicit"`
-			CreatedAt      string `json:"created_at"`
+		docs := make([]streamDoc, len(list))
+		for i, s := range list {
+			docs[i] = streamJSON(s)
 		}
-		enc := json.NewEncoder(os.Stdout)
-		for _, s := range list {
-			if err := enc.Encode(row{
-				Stream: s.Stream.Tenant + "/" + s.Stream.Namespace + "/" + s.Stream.Name, Shards: s.Shards, Routing: s.Routing,
-				Durable: s.Durable, Replicas: s.Replicas, RetentionBytes: s.RetentionBytes, RetentionAge: s.RetentionAge.String(),
-				Implicit: s.Implicit, CreatedAt: s.CreatedAt.Format(time.RFC3339),
-			}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return printJSON(os.Stdout, docs)
 	}
 	if len(list) == 0 {
 		fmt.Println("no streams")
@@ -170,6 +173,12 @@ func (o *streamOpts) print(list []client.StreamInfo) error {
 		}
 		if s.Replicas > 1 {
 			kind = fmt.Sprintf("durable ×%d", s.Replicas)
+		}
+		if s.LogAppendTime {
+			kind += ", log append time"
+		}
+		if s.Compression != "" {
+			kind += ", fetched " + s.Compression
 		}
 		ret := "-"
 		if s.RetentionBytes > 0 || s.RetentionAge > 0 {

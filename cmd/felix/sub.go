@@ -38,6 +38,7 @@ func newSubCmd() *command {
 	fs := newFlagSet("sub")
 	o := &subOpts{flags: fs}
 	o.conn.register(fs)
+	o.conn.registerTimeout(fs, 0)
 	fs.IntVar(&o.count, "count", 0, "exit after this many messages (0: run until SIGINT or SIGTERM)")
 	fs.BoolVar(&o.json, "json", false, `print one JSON object per message: {"stream":"t/ns/s","payload":"..."}, `+
 		`plus "payload_base64" when the payload is not valid UTF-8`)
@@ -66,7 +67,7 @@ Examples:
   felix sub --stream orders --from-time 2026-01-02T15:04:05Z`,
 		flags: fs,
 	}
-	c.run = o.run
+	c.run = o.conn.bound(o.run)
 	return c
 }
 
@@ -112,7 +113,7 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 		off, err := o.offsetForTime(ctx, cc, at)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil // interrupted before anything was asked of us
+				return unfinished(ctx, fmt.Sprintf("not subscribed to %s yet (%v)", o.conn.scope(), err))
 			}
 			return err
 		}
@@ -121,7 +122,7 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 	sub, err := cc.Subscribe(ctx, o.conn.streamRef(), so)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil // interrupted before anything was asked of us
+			return unfinished(ctx, fmt.Sprintf("not subscribed to %s yet (%v)", o.conn.scope(), err))
 		}
 		return fmt.Errorf("subscribe to %s: %w", o.conn.scope(), err)
 	}
@@ -134,12 +135,15 @@ func (o *subOpts) run(ctx context.Context, args []string) error {
 	}
 
 	out := bufio.NewWriterSize(os.Stdout, stdoutBuffer)
-	err = o.print(ctx, sub, out)
+	n, err := o.print(ctx, sub, out)
 	if ferr := out.Flush(); err == nil {
 		err = ferr
 	}
 	if err != nil {
 		return err
+	}
+	if o.count > 0 && n < o.count {
+		return unfinished(ctx, fmt.Sprintf("%d of the %d messages --count asked for arrived", n, o.count))
 	}
 	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
@@ -157,26 +161,27 @@ func (o *subOpts) offsetForTime(ctx context.Context, cc *client.ClusterClient, a
 }
 
 // print writes events to out until --count of them, ctx's end (nil), or the
-// subscription's end (an error). It flushes out only when no event is
+// subscription's end (an error), and says how many it wrote. It flushes out only when no event is
 // waiting, so a busy stream is not one write per line. The subscription
 // follows its shard on its own: a moved shard, a lost connection or a lag
 // are not ends.
-func (o *subOpts) print(ctx context.Context, sub *client.ClusterSubscription, out *bufio.Writer) error {
+func (o *subOpts) print(ctx context.Context, sub *client.ClusterSubscription, out *bufio.Writer) (int, error) {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	scope := o.conn.scope()
-	for n := 0; o.count == 0 || n < o.count; n++ {
+	n := 0
+	for ; o.count == 0 || n < o.count; n++ {
 		if sub.Buffered() == 0 {
 			if err := out.Flush(); err != nil {
-				return err
+				return n, err
 			}
 		}
 		ev, err := sub.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return n, nil
 			}
-			return subscriptionEnded(err, n)
+			return n, subscriptionEnded(err, n)
 		}
 		if o.json {
 			row := jsonEvent(scope, ev.Payload)
@@ -189,10 +194,10 @@ func (o *subOpts) print(ctx context.Context, sub *client.ClusterSubscription, ou
 			err = out.WriteByte('\n')
 		}
 		if err != nil {
-			return err
+			return n, err
 		}
 	}
-	return nil
+	return n, nil
 }
 
 type subEvent struct {

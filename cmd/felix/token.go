@@ -42,7 +42,8 @@ Clients pass it with --token or FELIX_TOKEN.
   felix token create --tenant T --grant stream.publish:NS/STREAM --grant stream.subscribe:NS/* [--ttl 1h]
 
 Actions: stream.publish, stream.subscribe (also range reads), stream.manage,
-group.consume, group.manage, node.view, node.manage.`,
+group.consume, group.manage, cache.read, cache.write, cache.manage,
+node.view, node.manage.`,
 		flags: fs,
 	}
 	c.run = o.run
