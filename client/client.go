@@ -569,6 +569,14 @@ func (c *Client) Close(ctx context.Context) error {
 	return nil
 }
 
+// gone says the client is closed or its connection ended. A lost
+// connection marks the client closed before the connection's context ends
+// (fail, then shutdown's CloseWithError), so a subscription that ended
+// with ErrClosed in between must not be taken for one closed on purpose.
+func (c *Client) gone() bool {
+	return c.closed.Load() || c.conn.Context().Err() != nil
+}
+
 func (c *Client) shutdown() {
 	if !c.closed.CompareAndSwap(false, true) {
 		return

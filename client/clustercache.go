@@ -124,9 +124,9 @@ func (cc *ClusterClient) Watch(ctx context.Context, k Cache, target WatchTarget,
 		case errors.As(err, &lag), errors.As(err, &lost), errors.Is(err, ErrSubscriptionEnded):
 			ok = true
 		case errors.Is(err, ErrClosed):
-			// The connection went (not the watcher's or the
-			// ClusterClient's Close); the client may not know it yet.
-			ok = sub != nil && sub.c.conn.Context().Err() != nil && !cc.isClosed()
+			// The member's client went (not the watcher's Close, nor
+			// the ClusterClient's).
+			ok = sub != nil && sub.c.gone() && !cc.isClosed()
 		}
 		if ok {
 			cc.forget(scope)

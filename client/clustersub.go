@@ -140,9 +140,9 @@ func (cs *ClusterSubscription) resumable(ctx context.Context, sub *Subscription,
 	case errors.As(err, &lost):
 		return true
 	case errors.Is(err, ErrClosed):
-		// The connection went (not this subscription's or the
-		// ClusterClient's Close); the client may not know it yet.
-		return sub.c.conn.Context().Err() != nil && !cs.cc.isClosed()
+		// The member's client went (not this subscription's Close, nor the
+		// ClusterClient's).
+		return sub.c.gone() && !cs.cc.isClosed()
 	case errors.Is(err, ErrSubscriptionEnded):
 		// A deleted stream ends its subscriptions the same way a moved
 		// shard does; subscribing again would make it anew, implicitly.

@@ -295,7 +295,7 @@ func (s *Subscription) finish(err error) {
 		// The event stream's read may fail with the connection's error
 		// before the control reader has marked the client closed: the
 		// connection's context says it is gone either way.
-		if !errors.Is(err, io.EOF) && (s.c.closed.Load() || s.c.conn.Context().Err() != nil) {
+		if !errors.Is(err, io.EOF) && s.c.gone() {
 			err = ErrClosed
 		}
 	}
