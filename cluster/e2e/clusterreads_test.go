@@ -63,10 +63,10 @@ func (tr *tailReader) fail(err error) {
 	tr.err = err
 }
 
-func (tr *tailReader) count() int {
+func (tr *tailReader) count() (int, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return len(tr.records)
+	return len(tr.records), tr.err
 }
 
 // subscriber collects what a ClusterSubscription's Next returns until
@@ -100,18 +100,25 @@ func startSubscriber(ctx context.Context, cs *client.ClusterSubscription) *subsc
 	return s
 }
 
-func (s *subscriber) count() int {
+func (s *subscriber) count() (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.offsets)
+	return len(s.offsets), s.err
 }
 
-// waitFor waits until n() reaches want.
-func waitFor(ctx context.Context, t *testing.T, what string, want int, n func() int) {
+// waitFor waits until n() reaches want, failing at once when what it
+// counts has ended with an error rather than at ctx's end.
+func waitFor(ctx context.Context, t *testing.T, what string, want int, n func() (int, error)) {
 	t.Helper()
-	for n() < want {
-		if ctx.Err() != nil {
-			t.Fatalf("%s: %d, want %d", what, n(), want)
+	for {
+		got, err := n()
+		switch {
+		case err != nil:
+			t.Fatalf("%s: %d, want %d; it ended: %v", what, got, want, err)
+		case got >= want:
+			return
+		case ctx.Err() != nil:
+			t.Fatalf("%s: %d, want %d", what, got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
