@@ -80,8 +80,8 @@ type LagQueued struct {
 
 // Lagged says a durable subscription fell behind: a lane dropped one of its
 // batches, or its feeder found a gap. The session asks the writer to end it
-// (Unregister with Lagged). ResumeFrom is the offset to resume from when the
-// writer knows nothing better.
+// (Unregister with Lagged). ResumeFrom is the subscription's start: the
+// offset to resume from when the writer queued none of it.
 type Lagged struct {
 	actors.ControlMessage
 	SubscriptionID uint64

@@ -203,9 +203,10 @@ type feeder struct {
 	lagged bool
 	// evicted is set when the shard evicted the subscription before Start.
 	evicted bool
-	// sentNext, on a watch, is the version to resume from after what it
-	// sent toward the network.
-	sentNext uint64
+	// start is the first offset a durable subscription delivers (a
+	// watch's first version): where a lagged one resumes when its
+	// connection writer queued none of it.
+	start uint64
 }
 
 // Props returns the props of a feeder. created receives its mailbox (the
@@ -326,10 +327,10 @@ func (f *feeder) handleStart(ctx actor.Context, msg *Start) {
 		return
 	}
 	if f.cfg.Watch {
-		f.sentNext, f.pendingNext = msg.From, msg.From
+		f.pendingNext, f.start = msg.From, msg.From
 	}
 	if f.evicted {
-		f.phase, f.expect = live, msg.From
+		f.phase, f.expect, f.start = live, msg.From, msg.From
 		f.lag(ctx)
 		return
 	}
@@ -339,9 +340,10 @@ func (f *feeder) handleStart(ctx actor.Context, msg *Start) {
 	if len(f.pending) > 0 {
 		f.flush()
 	}
-	f.expect = msg.From
+	f.expect, f.start = msg.From, msg.From
 	if msg.Log == nil || msg.From >= msg.Live {
 		f.expect = max(msg.From, msg.Live)
+		f.start = f.expect
 		f.log = msg.Log
 		f.catchUp(ctx)
 		return
@@ -549,7 +551,11 @@ func (f *feeder) caughtUp(ctx actor.Context) {
 }
 
 // lag ends a durable subscription at its first gap. What is pending is not
-// sent: the writer names the resume offset from what it really queued.
+// sent: the writer names the resume offset from what it really queued. The
+// feeder cannot know that (a batch it handed over may still be in the lane
+// behind the Lagged), so what it names is the subscription's start, right
+// whenever the writer queued nothing of it: an offset past a batch pending
+// here, or still in the lane, would skip that batch for good.
 // History stops too (an eviction can come while it is read): a page in
 // flight is dropped when it arrives, as handlePageRead takes pages only
 // while replaying, and the queue flows so that everything in it is dropped
@@ -564,11 +570,7 @@ func (f *feeder) lag(ctx actor.Context) {
 	}
 	f.phase = live
 	f.hold(f.out != nil)
-	resume := f.expect
-	if f.cfg.Watch {
-		resume = f.sentNext
-	}
-	ctx.Send(f.cfg.Session, &lanes.Lagged{SubscriptionID: f.cfg.SubscriptionID, ResumeFrom: resume})
+	ctx.Send(f.cfg.Session, &lanes.Lagged{SubscriptionID: f.cfg.SubscriptionID, ResumeFrom: f.start})
 }
 
 func (f *feeder) handleFlushDue(msg *flushDue) {
@@ -659,17 +661,13 @@ func (f *feeder) toLane(d *lanes.Deliver) {
 	// together while it is full. A stopped lane refuses the post and calls
 	// no hook, so the credit is returned here.
 	probe.Mark(probe.FeederFlush)
-	// Read before the post: the lane owns d once it has it.
-	next := d.Next
 	if f.cfg.Lane.Mailbox.TryPost(d, -1) == actors.Closed {
 		d.GiveBack()
 		// The lane was stopped for good: this subscription has no path to
 		// the network any more. The feeder stops (ending the subscription
 		// with an error to the client) instead of dropping forever.
 		f.laneGone = true
-		return
 	}
-	f.sentNext = max(f.sentNext, next)
 }
 
 func (f *feeder) armTimer() {

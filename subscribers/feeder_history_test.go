@@ -244,8 +244,8 @@ func TestFeederReadsTheTailTheQueueDropped(t *testing.T) {
 	})
 }
 
-// Once live, a gap ends a durable subscription: one Lagged naming the
-// offset right after the last batch in order, and nothing after it.
+// Once live, a gap ends a durable subscription: one Lagged, and nothing
+// after it.
 func TestFeederLiveGapLagsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, defaultBatch, 1<<30, durable)
@@ -260,8 +260,10 @@ func TestFeederLiveGapLagsOnce(t *testing.T) {
 		r.expectQuiet(t, "the gap at 22")
 		select {
 		case l := <-r.lagged:
-			if l.SubscriptionID != 1 || l.ResumeFrom != 22 {
-				t.Fatalf("lagged %+v; want subscription 1 resuming from 22", *l)
+			// The start: the writer, which queued [20,22), resumes the
+			// client after it itself.
+			if l.SubscriptionID != 1 || l.ResumeFrom != 20 {
+				t.Fatalf("lagged %+v; want subscription 1 naming its start, 20", *l)
 			}
 		default:
 			t.Fatal("a gap at 22 (a batch at 25) reported no Lagged")
@@ -271,6 +273,32 @@ func TestFeederLiveGapLagsOnce(t *testing.T) {
 		}
 		if got := log.reads(); len(got) != 0 {
 			t.Fatalf("a live gap was read from the log at %v; want it reported as lagged", got)
+		}
+	})
+}
+
+// A gap found while the batch before it is still pending (not yet handed
+// to the lane) drops that batch too: the Lagged must not name an offset
+// past it. The connection writer, having queued nothing of this
+// subscription, resumes the client from the Lagged's offset, so naming
+// the offset after the dropped batch would skip it for good.
+func TestFeederGapBeforeAnythingSentResumesAtTheStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, defaultBatch, 1<<30, durable)
+		r.system.Root.Send(r.feeder, &Start{Log: newFakeLog(20, 20), From: 20, Live: 20})
+		synctest.Wait() // live: the queue was empty and the log had nothing more
+		r.queue.Hold()  // both batches queued before the feeder sees the first
+		r.postEnv(t, durableEnv(20, 2))
+		r.postEnv(t, durableEnv(25, 1))
+		r.queue.Release()
+		r.expectQuiet(t, "the gap at 22, with [20,22) still pending")
+		select {
+		case l := <-r.lagged:
+			if l.ResumeFrom != 20 {
+				t.Fatalf("lagged %+v; want resuming from 20: [20,22) was dropped unsent", *l)
+			}
+		default:
+			t.Fatal("a gap at 22 (a batch at 25) reported no Lagged")
 		}
 	})
 }
@@ -387,8 +415,10 @@ func TestFeederEvicted(t *testing.T) {
 			synctest.Wait()
 			select {
 			case l := <-r.lagged:
-				if l.SubscriptionID != 1 || l.ResumeFrom != 21 {
-					t.Fatalf("lagged %+v; want subscription 1 resuming from 21", *l)
+				// The start: the writer, which queued [20,21), resumes the
+				// client after it itself.
+				if l.SubscriptionID != 1 || l.ResumeFrom != 20 {
+					t.Fatalf("lagged %+v; want subscription 1 naming its start, 20", *l)
 				}
 			default:
 				t.Fatal("an evicted durable subscription reported no Lagged")
