@@ -39,6 +39,13 @@ export interface SubscribeOptions {
   /** Where to begin: "latest" (default), "earliest" or "offset" (durable streams). */
   start?: 'latest' | 'earliest' | 'offset';
   offset?: number;
+  /**
+   * Events held for the page before it reads them (default 8192). When full,
+   * an in-memory stream drops what comes (counted in Subscription.dropped);
+   * a durable one leaves the broker and subscribes again after the last
+   * event held once the page has read half (Subscription.pauses).
+   */
+  queueCapacity?: number;
 }
 
 export interface PublishOptions {
@@ -91,6 +98,10 @@ export declare class Subscription implements AsyncIterable<Event> {
   readonly durable: boolean;
   /** The offset of the last event delivered (durable streams). */
   readonly lastOffset: number | undefined;
+  /** In-memory streams: events dropped because the queue was full. */
+  readonly dropped: number;
+  /** Durable streams: times the subscription paused on a full queue, then resumed. */
+  readonly pauses: number;
   unsubscribe(): Promise<void>;
   [Symbol.asyncIterator](): AsyncIterator<Event>;
 }

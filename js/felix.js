@@ -178,7 +178,8 @@ export class Client {
 
   _onEvents(b) {
     const v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-    this._subs.get(Number(v.getBigUint64(1)))?._push(decodeEvents(b, v));
+    const id = Number(v.getBigUint64(1));
+    this._subs.get(id)?._push(id, decodeEvents(b, v));
   }
 
   /**
@@ -316,6 +317,13 @@ export class Subscription {
     this.lastOffset = undefined;
     this._resumeAt = undefined;
     this._queue = [];
+    this._capacity = options.queueCapacity ?? 8192;
+    if (!(this._capacity >= 2)) throw new TypeError('subscribe: options.queueCapacity is at least 2');
+    /** In-memory streams: events dropped because the page did not keep up. */
+    this.dropped = 0;
+    /** Durable streams: times the subscription paused on a full queue and resumed. */
+    this.pauses = 0;
+    this._paused = false;
     this._waiter = null;
     this._done = false;
     this._err = null;
@@ -337,10 +345,27 @@ export class Subscription {
     return this._subscribe('latest', 0);
   }
 
-  _push(events) {
+  // _push queues what the broker sent, up to the queue's capacity: a page
+  // that does not read would otherwise hold every event in memory, since
+  // neither a WebSocket nor this client's WebTransport reader pushes back.
+  // Past it, an in-memory stream drops (counted in dropped), as the
+  // broker's own drop-new queues do; a durable one pauses: it leaves the
+  // broker, and once the page has read half the queue it subscribes again
+  // after the last event queued, so nothing is lost or repeated.
+  _push(id, events) {
+    if (id !== this.id) return; // an earlier subscription's, still in flight
     for (const e of events) {
+      if (this._paused) break;
       // A resumed subscription may be sent again what it already had.
       if (e.offset !== undefined && this._resumeAt !== undefined && e.offset < this._resumeAt) continue;
+      if (this._queue.length >= this._capacity) {
+        if (!this.durable) {
+          this.dropped++;
+          continue;
+        }
+        this._pause();
+        break;
+      }
       if (e.offset !== undefined) {
         this.lastOffset = e.offset;
         this._resumeAt = e.offset + 1;
@@ -348,6 +373,34 @@ export class Subscription {
       this._queue.push(e);
     }
     this._wake();
+  }
+
+  _pause() {
+    const id = this.id;
+    this._paused = true;
+    this.pauses++;
+    this.id = 0; // what the left subscription still sends is not this one's
+    this._c._subs.delete(id);
+    this._c._request({ op: 'unsubscribe', sub: id }).catch(() => {});
+  }
+
+  // _drained runs as the page takes an event: a paused subscription
+  // resumes once half its queue is read, after a reconnection under way.
+  _drained() {
+    if (!this._paused || this._resuming || this._queue.length > this._capacity / 2) return;
+    this._resuming = (async () => {
+      try {
+        await this._c._reconnecting;
+        if (this._done || this._c._closed) return;
+        // Before the request: its events may come before its reply.
+        this._paused = false;
+        await this._resubscribe();
+      } catch (err) {
+        this._fail(err);
+      } finally {
+        this._resuming = null;
+      }
+    })();
   }
 
   // _ended is the broker's ended frame. Over WebTransport a clean end
@@ -365,7 +418,8 @@ export class Subscription {
   }
 
   /** The subscription's WebTransport events stream finished. */
-  _streamFinished() {
+  _streamFinished(id) {
+    if (id !== this.id) return;
     this._streamDone = true;
     if (this._endCode === 0) this._ended(0);
   }
@@ -393,7 +447,11 @@ export class Subscription {
     return {
       next: async () => {
         for (;;) {
-          if (this._queue.length > 0) return { value: this._queue.shift(), done: false };
+          if (this._queue.length > 0) {
+            const value = this._queue.shift();
+            this._drained();
+            return { value, done: false };
+          }
           if (this._err) throw this._err;
           if (this._done) return { value: undefined, done: true };
           await new Promise((r) => { this._waiter = r; });
@@ -518,12 +576,14 @@ async function acceptEventStreams(wt, client) {
     if (done) return;
     (async () => {
       let sub = null;
+      let subID = 0;
       await readFrames(value, (frame) => {
-        sub._push(decodeEvents(frame, new DataView(frame.buffer, frame.byteOffset, frame.byteLength)));
+        sub._push(subID, decodeEvents(frame, new DataView(frame.buffer, frame.byteOffset, frame.byteLength)));
       }, async (id) => {
+        subID = id;
         sub = await client._subscription(id);
       });
-      sub?._streamFinished();
+      sub?._streamFinished(subID);
     })().catch(() => {});
   }
 }

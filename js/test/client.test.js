@@ -150,3 +150,45 @@ test('resume after the broker restarts misses nothing', { skip: skip || (!contro
     c.close();
   }
 });
+
+test('a page that does not read: a durable subscription pauses and resumes, losing nothing', { skip, timeout: 30000 }, async () => {
+  const c = await connect({ url, token, WebSocket, reconnect: false });
+  try {
+    const first = (await c.publish('js-durable', 'mark')).offset;
+    const sub = await c.subscribe('js-durable', { start: 'offset', offset: first, queueCapacity: 16 });
+    const it = sub[Symbol.asyncIterator]();
+    const n = 200;
+    await Promise.all(Array.from({ length: n }, (_, i) => c.publish('js-durable', `q${i}`)));
+    // Unread, the queue fills and the subscription pauses, holding at
+    // most its capacity.
+    const deadline = Date.now() + 10000;
+    while (sub.pauses === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(sub.pauses > 0, 'a full queue did not pause the subscription');
+    assert.ok(sub._queue.length <= 16, `the queue holds ${sub._queue.length} events; its capacity is 16`);
+    assert.equal(text((await next(it)).payload), 'mark');
+    for (let i = 0; i < n; i++) {
+      const ev = await next(it);
+      assert.equal(text(ev.payload), `q${i}`);
+      assert.equal(ev.offset, first + 1 + i);
+    }
+    await sub.unsubscribe();
+  } finally {
+    c.close();
+  }
+});
+
+test('a page that does not read: an in-memory subscription drops past its queue and counts it', { skip, timeout: 30000 }, async () => {
+  const c = await connect({ url, token, WebSocket, reconnect: false });
+  try {
+    const sub = await c.subscribe('js-memory-full', { queueCapacity: 8 });
+    const it = sub[Symbol.asyncIterator]();
+    await c.publish('js-memory-full', Array.from({ length: 20 }, (_, i) => `d${i}`));
+    await c.publish('js-memory-full', 'last');
+    const deadline = Date.now() + 10000;
+    while (sub.dropped < 13 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(sub.dropped, 13, 'events dropped past a queue of 8');
+    for (let i = 0; i < 8; i++) assert.equal(text((await next(it)).payload), `d${i}`);
+  } finally {
+    c.close();
+  }
+});
