@@ -212,7 +212,10 @@ func (e *ErrorMsg) Err() *Error {
 // Owner names the cluster member that owns a shard and where clients reach
 // it over felix/1. Generation is the ownership's fencing epoch: it grows
 // with every change of owner, so of two answers naming different owners
-// the larger generation is the newer.
+// of one shard the larger generation is the newer. Its unit is the
+// shard's: the raft term for a replicated shard, the owner key's etcd
+// revision for an unreplicated one, so generations of different shards
+// do not compare.
 type Owner struct {
 	NodeID     string `msgpack:"node_id"`
 	Addr       string `msgpack:"addr"`
