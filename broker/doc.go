@@ -30,11 +30,10 @@
 // registry. Front ends only carry credentials.
 //
 // What else lives here: the subscribe handshake (subscribe.go; a cache
-// watch's in cachewatch.go); stream
-// administration, range reads and time lookups (streamdefs.go; a read goes
-// to the shard's log from the caller's goroutine and registers nothing with
-// the shard); the groups supervisor and the lookups a connection lends
-// groups.Front and cachefront.Front (groups.go); shard owners and topology (topology.go);
+// watch's in cachewatch.go); stream administration (streamdefs.go); the
+// groups supervisor and the lookups a connection lends groups.Front,
+// cachefront.Front and readfront's range reads, time lookups and commit
+// watches (groups.go); shard owners and topology (topology.go);
 // idempotent producer ids given out and checked (producers.go: stored in
 // metadata.db on a single broker, etcd in a cluster; the producers
 // package keeps them); opening a shard's log through the
@@ -44,9 +43,7 @@
 // the Kafka listener's wiring (kafka.go, kafkacluster.go); the metric
 // hooks, which only add to counters, and the latency histograms
 // (counting.go, latency.go); the TLS certificates reloaded on SIGHUP
-// (tlsreload.go); and commit watches (commitwatch.go), which register a
-// Kafka long poll with its shard's own watch (streams.WatchCommitted), so
-// every advance of the committed end wakes it, whatever made it.
+// (tlsreload.go).
 //
 // One subscription, one owner. Each connection has a session actor
 // (felix/sessions/conn-<id>, the sessions package), the one owner of that

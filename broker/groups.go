@@ -11,16 +11,18 @@ import (
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/cachefront"
 	"github.com/getfelix/felix-go/groups"
+	"github.com/getfelix/felix-go/readfront"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
 
-// Consumer groups are the groups package's and caches the cachefront
-// package's: the groups supervisor, spawned here, serves each group's
-// actor; each package's Front makes a connection's calls of
-// service.Session and service.Caches, which conn embeds (groupCalls,
-// cacheCalls), checked and resolved through the connection's own lookups
+// Consumer groups are the groups package's, caches the cachefront
+// package's and range reads and time lookups the readfront package's: the
+// groups supervisor, spawned here, serves each group's actor; each
+// package's session makes a connection's calls of service.Session and
+// service.Caches, which conn embeds (groupCalls, cacheCalls, readCalls),
+// checked and resolved through the connection's own lookups
 // (connLookups). A cache watch, a subscription, is broker's (cachewatch.go).
 
 // The calls conn embeds, named apart: embedded fields take their type's
@@ -28,6 +30,7 @@ import (
 type (
 	groupCalls = groups.Session
 	cacheCalls = cachefront.Session
+	readCalls  = readfront.Session
 )
 
 // groupsSupervisorProps builds the groups supervisor's props.
@@ -62,7 +65,8 @@ func (b *Broker) newCacheFront() *cachefront.Front {
 }
 
 // connLookups lends a connection's checks and lookups to the calls that
-// live in the packages of their concern (groups.Conn, cachefront.Conn).
+// live in the packages of their concern (groups.Conn, cachefront.Conn,
+// readfront.Conn).
 type connLookups struct{ c *conn }
 
 func (l connLookups) Authorize(action auth.Action, scope wire.Scope) error {
@@ -91,4 +95,7 @@ func (l connLookups) ConfirmRead(ctx context.Context, ref *streams.ShardRef, fol
 	return l.c.confirmRead(ctx, ref, followerLag)
 }
 
-var _ service.Caches = (*conn)(nil)
+var (
+	_ service.Caches        = (*conn)(nil)
+	_ service.CommitWatcher = (*conn)(nil)
+)

@@ -16,6 +16,7 @@ import (
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/readfront"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/sessions"
 	"github.com/getfelix/felix-go/streams"
@@ -40,9 +41,10 @@ type shardKey struct {
 // guards the lookup caches grouped under it (what the registry said, kept
 // to spare a round trip per publish).
 type conn struct {
-	// The connection's consumer-group and cache calls.
+	// The connection's consumer-group, cache and read calls.
 	groupCalls
 	cacheCalls
+	readCalls
 
 	b       *Broker
 	client  service.Client
@@ -85,11 +87,8 @@ func (b *Broker) openSession(ctx context.Context, client service.Client, p *auth
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{b: b, client: client, releaseSlot: releaseSlot}
-	c.groupCalls, c.cacheCalls = b.groupFront.Session(connLookups{c}), b.cacheFront.Session(connLookups{c})
-	c.principal.Store(p)
-	c.mu.defs = make(map[wire.Scope]streams.Def)
-	c.mu.shards = make(map[shardKey]*streams.ShardRef)
+	c := b.newConn(client, p)
+	c.releaseSlot = releaseSlot
 	var mb *actors.Mailbox
 	props := actors.Props(func() actor.Actor { return sessions.New(b.sessionConfig(client)) },
 		actors.MailboxConfig{Capacity: sessions.MailboxDepth, Policy: actors.Block},
@@ -103,6 +102,18 @@ func (b *Broker) openSession(ctx context.Context, client service.Client, p *auth
 	c.session = pid
 	b.system.Root.Send(pid, &sessions.WatchExpiry{At: p.Expires})
 	return c, nil
+}
+
+// newConn is client's conn, authenticated as p, with its calls that live
+// in the packages of their concern.
+func (b *Broker) newConn(client service.Client, p *auth.Principal) *conn {
+	c := &conn{b: b, client: client}
+	c.groupCalls, c.cacheCalls = b.groupFront.Session(connLookups{c}), b.cacheFront.Session(connLookups{c})
+	c.readCalls = readfront.New(connLookups{c})
+	c.principal.Store(p)
+	c.mu.defs = make(map[wire.Scope]streams.Def)
+	c.mu.shards = make(map[shardKey]*streams.ShardRef)
+	return c
 }
 
 // Reauthenticate implements service.Session: a fresh token for the same

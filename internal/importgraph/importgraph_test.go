@@ -83,6 +83,8 @@ var layers = []struct {
 		"a connection's session actor: it knows the writers and feeders it ends, never how a subscription was built"},
 	{"cachefront", []string{"actors", "auth", "cache", "service", "streams", "wire"},
 		"a connection's cache calls: checks, a key routed to its shard, the shard asked; what a connection knows comes through its Conn"},
+	{"readfront", []string{"auth", "persistence", "service", "streams", "wire"},
+		"a connection's range reads, time lookups and commit watches: it reads a durable shard's log from the caller's goroutine and decodes the log's record attributes (persistence's encoding); what a connection knows comes through its Conn"},
 	{"scramlogin", []string{"auth", "metadata", "service", "wire"},
 		"a Kafka SCRAM login checked against stored credentials; the limiter and the session it opens are the broker's"},
 	{"groups", []string{"actors", "auth", "metrics", "service", "streams", "wire"},
@@ -109,7 +111,7 @@ var layers = []struct {
 		"a member's replicas run raft over their shards' logs and talk over the peer link; it reaches the broker only through its own Host, and knows no actor tree, transport or front end"},
 
 	// Assembly.
-	{"broker", []string{"actors", "admin", "auth", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "routing", "scramlogin", "service", "sessions", "streams", "subscribers", "transport", "webfront", "wire"},
+	{"broker", []string{"actors", "admin", "auth", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "readfront", "routing", "scramlogin", "service", "sessions", "streams", "subscribers", "transport", "webfront", "wire"},
 		"the broker assembles the tree, the transport and the member; raft and the peer link it reaches only through member, and it never uses the client or the test helpers"},
 
 	// The other end of the wire, and what drives a broker from outside.
