@@ -15,7 +15,7 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/admin"
-	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/cachefront"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/config"
@@ -116,8 +116,8 @@ type Broker struct {
 	metrics *metrics.Metrics
 	latency *metrics.Latency // latency.go
 	dir     *actors.Directory
-	// verifier checks tokens; nil under auth none.
-	verifier *auth.Verifier
+	// gate authenticates clients and checks their principals (auth.go).
+	gate *authgate.Gate
 	// conns, authFailures and tenants hold the connection, failed
 	// authentication and tenant limits.
 	conns        *quota.Connections

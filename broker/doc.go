@@ -14,18 +14,19 @@
 // remote would be a second one).
 //
 // The service boundary. conn (service.go) is one client's service.Session,
-// its methods run on the client's goroutines. Open (auth.go) turns the
-// client's token into an auth.Principal: the data directory's own Ed25519
-// key (made with admin.token on first start) and auth_keys verify it, and
-// the token's tenant must be the one the connection names (and, with
-// tls_client_cert_bind_subject, the client certificate's subject). Every
-// Session method calls conn.authorize(action, scope) first, before any
-// lookup, so a refusal is the same whether the stream exists or not; names
-// starting __felix. are refused there, so no client reaches a group state
-// stream. The quotas (package quota) come right after: connections not
-// yet authenticated when a front end accepts them (admitConnection), an
-// address's failed authentications before its token is checked
-// (authenticate), authenticated connections in Open, a tenant's publish
+// its methods run on the client's goroutines. Open turns the client's
+// token into an auth.Principal (authgate.Gate.Authenticate: the data
+// directory's own Ed25519 key, made with admin.token on first start, and
+// auth_keys verify it), and the token's tenant must be the one the
+// connection names (and, with tls_client_cert_bind_subject, the client
+// certificate's subject). Every Session method calls
+// conn.authorize(action, scope) first (auth.go, through the gate), before
+// any lookup, so a refusal is the same whether the stream exists or not;
+// names starting __felix. are refused there, so no client reaches a group
+// state stream. The quotas (package quota) come right after: connections
+// not yet authenticated when a front end accepts them (admitConnection),
+// an address's failed authentications before its token is checked (the
+// gate's CheckCredential), authenticated connections in Open, a tenant's publish
 // rate in Publish, its subscriptions in Subscribe, its streams in the
 // registry. Front ends only carry credentials.
 //

@@ -7,6 +7,7 @@ import (
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/admin"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/wire"
@@ -110,7 +111,7 @@ func (m adminMember) Cluster() admin.Cluster {
 // adminConn is a connection-less conn for the admin routes, with every
 // right on tenant. It has no session actor: Close does nothing.
 func (b *Broker) adminConn(tenant string) *conn {
-	return b.newConn(service.Client{Tenant: tenant}, &auth.Principal{Tenant: tenant, Grants: auth.AdminGrants(), Expires: noAuthExpiry})
+	return b.newConn(service.Client{Tenant: tenant}, &auth.Principal{Tenant: tenant, Grants: auth.AdminGrants(), Expires: authgate.NoExpiry})
 }
 
 // Actors lists the live supervision tree, parents before children, from

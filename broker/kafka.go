@@ -59,7 +59,7 @@ func (b *Broker) listenKafka() error {
 	if b.clustered() {
 		cfg.Cluster = kafkaCluster{b}
 	}
-	if cfg.AnonymousTenant != "" && b.verifier != nil {
+	if cfg.AnonymousTenant != "" && b.gate.Tokens() {
 		cfg.AnonymousToken = b.anonymousToken(cfg.AnonymousTenant)
 	}
 	ln, err := kafka.Listen(b, cfg)

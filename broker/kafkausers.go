@@ -8,6 +8,7 @@ import (
 
 	"github.com/getfelix/felix-go/admin"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/scramlogin"
 	"github.com/getfelix/felix-go/service"
@@ -28,7 +29,7 @@ const scramDecoySecret = "kafka-scram-decoy"
 // scramOffered reports whether this broker keeps Kafka users: a single
 // broker with tokens (under auth none there are no credentials to check).
 func (b *Broker) scramOffered() bool {
-	return b.verifier != nil && !b.clustered() && b.store != nil
+	return b.gate.Tokens() && !b.clustered() && b.store != nil
 }
 
 // setupSCRAM reads the decoy secret, when SCRAM is offered.
@@ -80,7 +81,7 @@ type scramLogin struct {
 // against it.
 func (l *scramLogin) Step(ctx context.Context, msg []byte) (*service.SCRAMStep, error) {
 	var reply string
-	err := l.b.checkCredential(l.client, time.Now(), func() error {
+	err := l.b.gate.CheckCredential(l.client, time.Now(), func() error {
 		var err error
 		if reply, err = l.login.Step(msg); errors.Is(err, scramlogin.ErrRefused) {
 			l.b.metrics.AuthRefused.WithLabelValues("scram_refused").Inc()
@@ -94,7 +95,7 @@ func (l *scramLogin) Step(ctx context.Context, msg []byte) (*service.SCRAMStep, 
 	if !l.login.Done() {
 		return step, nil
 	}
-	p, err := l.login.Principal(noAuthExpiry)
+	p, err := l.login.Principal(authgate.NoExpiry)
 	if err != nil {
 		return nil, err
 	}

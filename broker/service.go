@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/quota"
 	"github.com/getfelix/felix-go/readfront"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/sessions"
@@ -70,7 +70,7 @@ func (b *Broker) Open(ctx context.Context, client service.Client) (service.Sessi
 		b.metrics.AuthRefused.WithLabelValues("certificate_subject").Inc()
 		return nil, wire.NewError(wire.CodeUnauthenticated, "the client certificate's subject %q is not the tenant %q this connection names (tls_client_cert_bind_subject)", client.CertSubject, client.Tenant)
 	}
-	p, err := b.authenticate(client, client.Token, time.Now())
+	p, err := b.gate.Authenticate(client, client.Token, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (b *Broker) openSession(ctx context.Context, client service.Client, p *auth
 	// Authenticated: the connection now counts against the authenticated
 	// bounds, which no unauthenticated one holds a place in; the front end
 	// gives back its pre-auth slot once Open returns.
-	releaseSlot, err := b.conns.Acquire(remoteIP(client.Remote))
+	releaseSlot, err := b.conns.Acquire(quota.RemoteIP(client.Remote))
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (b *Broker) newConn(client service.Client, p *auth.Principal) *conn {
 // tenant replaces the principal, and the session's subscriptions end when
 // the new one expires instead.
 func (c *conn) Reauthenticate(ctx context.Context, token string) error {
-	p, err := c.b.authenticate(c.client, token, time.Now())
+	p, err := c.b.gate.Authenticate(c.client, token, time.Now())
 	if err != nil {
 		return err
 	}
@@ -132,20 +132,7 @@ func (c *conn) Reauthenticate(ctx context.Context, token string) error {
 // admitConnection applies the pre-auth connection limits to a connection
 // a front end accepted, before it authenticates (the front ends' Admit).
 func (b *Broker) admitConnection(remote net.Addr, displace func()) (func(), error) {
-	return b.conns.AcquirePreAuth(remoteIP(remote), displace)
-}
-
-// remoteIP is a front end's remote address as an IP; the zero Addr (one
-// shared key in the limits) when it is neither felix/1's UDP nor Kafka's
-// TCP.
-func remoteIP(remote net.Addr) netip.Addr {
-	switch a := remote.(type) {
-	case *net.UDPAddr:
-		return a.AddrPort().Addr()
-	case *net.TCPAddr:
-		return a.AddrPort().Addr()
-	}
-	return netip.Addr{}
+	return b.conns.AcquirePreAuth(quota.RemoteIP(remote), displace)
 }
 
 // sessionConfig is the session actor's of client's connection.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/routing"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/streams"
@@ -100,7 +101,7 @@ func (c *conn) Stream(ctx context.Context, scope wire.Scope) (*service.StreamInf
 		return nil, err
 	}
 	// Any stream action on it lets a client see a stream's definition.
-	if err := c.authorize(auth.ActionStreamManage, scope); err != nil && (!errors.Is(err, wire.ErrForbidden) || !mayList(c.principal.Load(), scope)) {
+	if err := c.authorize(auth.ActionStreamManage, scope); err != nil && (!errors.Is(err, wire.ErrForbidden) || !authgate.MayList(c.principal.Load(), scope)) {
 		return nil, err
 	}
 	d, err := c.registryRequest(ctx, &streams.GetStream{Scope: scope})
@@ -129,7 +130,7 @@ func (c *conn) Streams(ctx context.Context, tenant, namespace string) ([]service
 	}
 	out := make([]service.StreamInfo, 0, len(res.Defs))
 	for _, d := range res.Defs {
-		if mayList(p, d.Scope) && !wire.IsReservedStream(d.Scope.Stream) {
+		if authgate.MayList(p, d.Scope) && !wire.IsReservedStream(d.Scope.Stream) {
 			out = append(out, *streamInfo(d))
 		}
 	}

@@ -75,6 +75,8 @@ var layers = []struct {
 		"tokens, keys and grants: the broker calls it at the service boundary; it knows no broker, transport, stream or actor"},
 	{"service", []string{"wire"},
 		"the protocol-neutral broker API: domain types and the interfaces front ends call; it knows no actor, stream or storage"},
+	{"authgate", []string{"auth", "quota", "service", "wire"},
+		"the service boundary's authentication and principal checks: it verifies with auth, limits failed attempts with quota and counts refusals through the broker's hooks; it knows no actor, stream or front end"},
 	{"producers", []string{"metadata", "wire"},
 		"the idempotent producer ids given out and their tenants; where an id is stored is the caller's"},
 	{"durable", []string{"persistence", "streams", "wire"},
@@ -111,7 +113,7 @@ var layers = []struct {
 		"a member's replicas run raft over their shards' logs and talk over the peer link; it reaches the broker only through its own Host, and knows no actor tree, transport or front end"},
 
 	// Assembly.
-	{"broker", []string{"actors", "admin", "auth", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "readfront", "routing", "scramlogin", "service", "sessions", "streams", "subscribers", "transport", "webfront", "wire"},
+	{"broker", []string{"actors", "admin", "auth", "authgate", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "readfront", "routing", "scramlogin", "service", "sessions", "streams", "subscribers", "transport", "webfront", "wire"},
 		"the broker assembles the tree, the transport and the member; raft and the peer link it reaches only through member, and it never uses the client or the test helpers"},
 
 	// The other end of the wire, and what drives a broker from outside.
