@@ -124,10 +124,10 @@ type Broker struct {
 	authFailures *quota.AuthFailures
 	tenants      *quota.Tenants
 	store        *metadata.Store
-	// scram checks Kafka SCRAM logins; nil where no users are kept
+	// kafkaUsers are the Kafka SCRAM users kept, or why none are
 	// (kafkausers.go).
-	scram *scramlogin.Verifier
-	defs  []streams.Def // loaded from store at Start
+	kafkaUsers *scramlogin.KafkaUsers
+	defs       []streams.Def // loaded from store at Start
 	// producers is every idempotent producer id given out.
 	producers producers.Registry
 	admin     *admin.Server
@@ -244,7 +244,7 @@ func (b *Broker) Start() error {
 	if err := b.loadDefinitions(); err != nil {
 		return err
 	}
-	if err := b.setupSCRAM(); err != nil {
+	if err := b.setupKafkaUsers(); err != nil {
 		b.abortStart()
 		return err
 	}

@@ -41,7 +41,9 @@
 // durable package, for raft too (durable.go); the registry's cluster hooks
 // (cluster.go); the Host the member package is handed (member.go); the
 // admin endpoint's side, the admin.Member its routes ask (introspection.go);
-// the Kafka listener's wiring (kafka.go, kafkacluster.go); the metric
+// the Kafka listener's wiring (kafka.go, kafkacluster.go) and its SCRAM
+// logins' steps under the failed-login limiter (kafkausers.go; the users
+// are scramlogin's); the metric
 // hooks, which only add to counters, and the latency histograms
 // (counting.go, latency.go); the TLS certificates reloaded on SIGHUP
 // (tlsreload.go).

@@ -27,7 +27,7 @@ func (b *Broker) listenKafka() error {
 		AutoCreateShards: uint32(b.cfg.KafkaAutoCreateShards),
 		DefaultNamespace: b.cfg.KafkaDefaultNamespace,
 		AnonymousTenant:  b.cfg.KafkaAnonymousTenant,
-		SCRAMMechanisms:  b.kafkaSCRAMMechanisms(),
+		SCRAMMechanisms:  b.kafkaUsers.Mechanisms(),
 		MaxRequestBytes:  int(b.cfg.KafkaMaxRequestBytes),
 		MaxBatchBytes:    int(b.cfg.KafkaMaxBatchBytes),
 		MaxInflight:      b.cfg.KafkaMaxInflight,

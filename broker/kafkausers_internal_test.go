@@ -29,10 +29,10 @@ func TestSCRAMRefusedInACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &Broker{cfg: config.Config{ClusterEtcd: "127.0.0.1:2379"}, gate: gate, store: store}
-	if err := b.setupSCRAM(); err != nil {
+	if err := b.setupKafkaUsers(); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.kafkaSCRAMMechanisms(); got != nil {
+	if got := b.kafkaUsers.Mechanisms(); got != nil {
 		t.Errorf("a cluster member offers %v; want no SCRAM", got)
 	}
 	_, err = b.StartSCRAM(service.Client{}, service.MechanismSCRAMSHA256)

@@ -87,8 +87,6 @@ var layers = []struct {
 		"a connection's cache calls: checks, a key routed to its shard, the shard asked; what a connection knows comes through its Conn"},
 	{"readfront", []string{"auth", "persistence", "service", "streams", "wire"},
 		"a connection's range reads, time lookups and commit watches: it reads a durable shard's log from the caller's goroutine and decodes the log's record attributes (persistence's encoding); what a connection knows comes through its Conn"},
-	{"scramlogin", []string{"auth", "metadata", "service", "wire"},
-		"a Kafka SCRAM login checked against stored credentials; the limiter and the session it opens are the broker's"},
 	{"groups", []string{"actors", "auth", "metrics", "service", "streams", "wire"},
 		"a group actor reads its data shard's log and writes its state through the state shard, both handed to it by the broker; its front checks a connection's group calls through the connection's own lookups (Conn)"},
 	{"cluster", []string{"actors", "wire"},
@@ -105,6 +103,9 @@ var layers = []struct {
 		"the JavaScript client's modules, embedded for the admin pages; its Go tests drive a broker, its code imports nothing"},
 	{"admin", []string{"actors", "auth", "cluster", "js", "service", "wire"},
 		"the admin HTTP endpoint, its token checks and the live pages: it reaches the broker through service.Service and admin.Member, which it defines and the broker implements, and never imports the broker"},
+
+	{"scramlogin", []string{"admin", "auth", "metadata", "service", "wire"},
+		"the Kafka SCRAM users a broker keeps: logins checked against stored credentials, and the credentials the admin routes add, list and remove, in admin's types (it implements that part of admin.Member); the limiter and the session a login opens are the broker's"},
 
 	// A cluster member's raft and peer side.
 	{"defstore", []string{"cluster", "metadata", "routing", "streams", "wire"},
