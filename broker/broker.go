@@ -33,6 +33,7 @@ import (
 	"github.com/getfelix/felix-go/producers"
 	"github.com/getfelix/felix-go/quota"
 	"github.com/getfelix/felix-go/scramlogin"
+	"github.com/getfelix/felix-go/streamfront"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/subscribers"
 	"github.com/getfelix/felix-go/transport"
@@ -105,13 +106,14 @@ type Broker struct {
 	// lane stops.
 	lanes []atomic.Pointer[lanes.LaneRef]
 
-	// groups is the consumer groups' supervisor (groups.go).
+	// groups is the consumer groups' supervisor (fronts.go).
 	groups       *actor.PID
 	groupMetrics *metrics.GroupMetrics
-	// groupFront and cacheFront make each connection's group and cache
-	// calls (groups.go).
-	groupFront *groups.Front
-	cacheFront *cachefront.Front
+	// streamFront, groupFront and cacheFront make each connection's stream
+	// administration, group and cache calls (fronts.go).
+	streamFront *streamfront.Front
+	groupFront  *groups.Front
+	cacheFront  *cachefront.Front
 
 	metrics *metrics.Metrics
 	latency *metrics.Latency // latency.go
@@ -389,6 +391,7 @@ func (b *Broker) spawnTree() error {
 	})
 	b.connections = spawn("connections", children(actors.KindConnWriter), b.supervisorProps(actors.KindConnWriter))
 	b.groups = spawn("groups", children(actors.KindGroup), b.groupsSupervisorProps)
+	b.streamFront = b.newStreamFront()
 	b.groupFront = b.newGroupFront()
 	b.cacheFront = b.newCacheFront()
 	if err != nil {

@@ -31,10 +31,10 @@
 // registry. Front ends only carry credentials.
 //
 // What else lives here: the subscribe handshake (subscribe.go; a cache
-// watch's in cachewatch.go); stream administration (streamdefs.go); the
-// groups supervisor and the lookups a connection lends groups.Front,
-// cachefront.Front and readfront's range reads, time lookups and commit
-// watches (groups.go); shard owners and topology (topology.go);
+// watch's in cachewatch.go); the groups supervisor and the lookups a
+// connection lends the calls that live in the packages of their concern:
+// stream administration (streamfront), groups, caches (cachefront), range
+// reads, time lookups and commit watches (readfront) (fronts.go); shard owners and topology (topology.go);
 // idempotent producer ids given out and checked (producers.go: stored in
 // metadata.db on a single broker, etcd in a cluster; the producers
 // package keeps them); opening a shard's log through the

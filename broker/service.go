@@ -41,7 +41,9 @@ type shardKey struct {
 // guards the lookup caches grouped under it (what the registry said, kept
 // to spare a round trip per publish).
 type conn struct {
-	// The connection's consumer-group, cache and read calls.
+	// The connection's stream administration, consumer-group, cache and
+	// read calls (fronts.go).
+	streamCalls
 	groupCalls
 	cacheCalls
 	readCalls
@@ -108,8 +110,9 @@ func (b *Broker) openSession(ctx context.Context, client service.Client, p *auth
 // in the packages of their concern.
 func (b *Broker) newConn(client service.Client, p *auth.Principal) *conn {
 	c := &conn{b: b, client: client}
-	c.groupCalls, c.cacheCalls = b.groupFront.Session(connLookups{c}), b.cacheFront.Session(connLookups{c})
-	c.readCalls = readfront.New(connLookups{c})
+	l := connLookups{c}
+	c.streamCalls, c.groupCalls, c.cacheCalls = b.streamFront.Session(l), b.groupFront.Session(l), b.cacheFront.Session(l)
+	c.readCalls = readfront.New(l)
 	c.principal.Store(p)
 	c.mu.defs = make(map[wire.Scope]streams.Def)
 	c.mu.shards = make(map[shardKey]*streams.ShardRef)

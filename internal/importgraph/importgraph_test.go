@@ -85,6 +85,8 @@ var layers = []struct {
 		"a connection's session actor: it knows the writers and feeders it ends, never how a subscription was built"},
 	{"cachefront", []string{"actors", "auth", "cache", "service", "streams", "wire"},
 		"a connection's cache calls: checks, a key routed to its shard, the shard asked; what a connection knows comes through its Conn"},
+	{"streamfront", []string{"auth", "authgate", "routing", "service", "streams", "wire"},
+		"a connection's stream administration: requests checked at the boundary and asked of the registry through its Conn; it knows no actor"},
 	{"readfront", []string{"auth", "persistence", "service", "streams", "wire"},
 		"a connection's range reads, time lookups and commit watches: it reads a durable shard's log from the caller's goroutine and decodes the log's record attributes (persistence's encoding); what a connection knows comes through its Conn"},
 	{"groups", []string{"actors", "auth", "metrics", "service", "streams", "wire"},
@@ -114,7 +116,7 @@ var layers = []struct {
 		"a member's replicas run raft over their shards' logs and talk over the peer link; it reaches the broker only through its own Host, and knows no actor tree, transport or front end"},
 
 	// Assembly.
-	{"broker", []string{"actors", "admin", "auth", "authgate", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "readfront", "routing", "scramlogin", "service", "sessions", "streams", "subscribers", "transport", "webfront", "wire"},
+	{"broker", []string{"actors", "admin", "auth", "authgate", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "readfront", "routing", "scramlogin", "service", "sessions", "streamfront", "streams", "subscribers", "transport", "webfront", "wire"},
 		"the broker assembles the tree, the transport and the member; raft and the peer link it reaches only through member, and it never uses the client or the test helpers"},
 
 	// The other end of the wire, and what drives a broker from outside.

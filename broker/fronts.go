@@ -13,24 +13,28 @@ import (
 	"github.com/getfelix/felix-go/groups"
 	"github.com/getfelix/felix-go/readfront"
 	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/streamfront"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
 
-// Consumer groups are the groups package's, caches the cachefront
-// package's and range reads and time lookups the readfront package's: the
-// groups supervisor, spawned here, serves each group's actor; each
-// package's session makes a connection's calls of service.Session and
-// service.Caches, which conn embeds (groupCalls, cacheCalls, readCalls),
-// checked and resolved through the connection's own lookups
-// (connLookups). A cache watch, a subscription, is broker's (cachewatch.go).
+// A connection's calls other than publishing and subscribing live in the
+// packages of their concern: stream administration in streamfront,
+// consumer groups in groups, caches in cachefront, range reads, time
+// lookups and commit watches in readfront. Each package's session makes a
+// connection's calls of service.Session and service.Caches, which conn
+// embeds (streamCalls, groupCalls, cacheCalls, readCalls), checked and
+// resolved through the connection's own lookups (connLookups). The groups
+// supervisor, spawned here, serves each group's actor. A cache watch, a
+// subscription, is broker's (cachewatch.go).
 
 // The calls conn embeds, named apart: embedded fields take their type's
 // name.
 type (
-	groupCalls = groups.Session
-	cacheCalls = cachefront.Session
-	readCalls  = readfront.Session
+	streamCalls = streamfront.Session
+	groupCalls  = groups.Session
+	cacheCalls  = cachefront.Session
+	readCalls   = readfront.Session
 )
 
 // groupsSupervisorProps builds the groups supervisor's props.
@@ -56,6 +60,11 @@ func (b *Broker) newGroupFront() *groups.Front {
 	})
 }
 
+// newStreamFront makes the stream administration's front.
+func (b *Broker) newStreamFront() *streamfront.Front {
+	return streamfront.New(streamfront.Config{ReplicasFor: b.member.ReplicasFor})
+}
+
 // newCacheFront makes the caches' front.
 func (b *Broker) newCacheFront() *cachefront.Front {
 	return cachefront.New(cachefront.Config{
@@ -65,8 +74,8 @@ func (b *Broker) newCacheFront() *cachefront.Front {
 }
 
 // connLookups lends a connection's checks and lookups to the calls that
-// live in the packages of their concern (groups.Conn, cachefront.Conn,
-// readfront.Conn).
+// live in the packages of their concern (streamfront.Conn, groups.Conn,
+// cachefront.Conn, readfront.Conn).
 type connLookups struct{ c *conn }
 
 func (l connLookups) Authorize(action auth.Action, scope wire.Scope) error {
@@ -77,8 +86,26 @@ func (l connLookups) AuthorizeBy(scope wire.Scope, check func(*auth.Principal) e
 	return l.c.authorizeBy(scope, check)
 }
 
+func (l connLookups) Principal() *auth.Principal { return l.c.principal.Load() }
+
+// Registry asks the registry and returns its definition answer.
 func (l connLookups) Registry(ctx context.Context, msg any) (streams.Def, error) {
-	return l.c.registryRequest(ctx, msg)
+	res, err := actors.Request[*streams.StreamResult](actors.Detached(ctx), l.c.b.system.Root, l.c.b.registry, msg, requestTimeout)
+	if err != nil {
+		return streams.Def{}, err
+	}
+	return res.Def, res.Err
+}
+
+func (l connLookups) List(ctx context.Context, tenant, namespace string) ([]streams.Def, error) {
+	res, err := actors.Request[*streams.StreamListResult](actors.Detached(ctx), l.c.b.system.Root, l.c.b.registry, &streams.ListStreams{Tenant: tenant, Namespace: namespace}, requestTimeout)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res.Defs, nil
 }
 
 func (l connLookups) Shard(ctx context.Context, scope wire.Scope, n uint32) (*streams.ShardRef, error) {
@@ -91,8 +118,26 @@ func (l connLookups) Def(ctx context.Context, scope wire.Scope) (streams.Def, er
 
 func (l connLookups) Forget(scope wire.Scope) { l.c.forgetStream(scope) }
 
+func (l connLookups) DeleteStateOf(ctx context.Context, scope wire.Scope) error {
+	return l.c.DeleteStateOf(ctx, scope)
+}
+
 func (l connLookups) ConfirmRead(ctx context.Context, ref *streams.ShardRef, followerLag time.Duration) (*streams.ReadConfirmed, error) {
 	return l.c.confirmRead(ctx, ref, followerLag)
+}
+
+// confirmRead asks a replicated shard whether a read that starts now may
+// read its log (streams.ConfirmRead): its leader answers once raft
+// confirmed its leadership and it applied everything committed before the
+// read began, so the read sees every acknowledged record; a follower
+// refuses not_leader naming the leader, unless followerLag asks for a
+// follower read. Any other shard's log is only ever its committed state:
+// it answers at once, without asking.
+func (c *conn) confirmRead(ctx context.Context, ref *streams.ShardRef, followerLag time.Duration) (*streams.ReadConfirmed, error) {
+	if !ref.Replicated {
+		return &streams.ReadConfirmed{}, nil
+	}
+	return actors.Request[*streams.ReadConfirmed](actors.Detached(ctx), c.b.system.Root, ref.PID, &streams.ConfirmRead{FollowerMaxLag: followerLag}, requestTimeout)
 }
 
 var (
