@@ -26,27 +26,26 @@
 // state stream. The quotas (package quota) come right after: connections
 // not yet authenticated when a front end accepts them (admitConnection),
 // an address's failed authentications before its token is checked (the
-// gate's CheckCredential), authenticated connections in Open, a tenant's publish
-// rate in Publish, its subscriptions in Subscribe, its streams in the
-// registry. Front ends only carry credentials.
+// gate's CheckCredential), authenticated connections in Open, a tenant's
+// publish rate in Publish, its subscriptions in Subscribe, its streams in
+// the registry. Front ends only carry credentials.
 //
 // What else lives here: the subscribe handshake (subscribe.go; a cache
 // watch's in cachewatch.go); the groups supervisor and the lookups a
-// connection lends the calls that live in the packages of their concern:
+// connection lends the calls that live in the packages of their concern,
 // stream administration (streamfront), groups, caches (cachefront), range
-// reads, time lookups and commit watches (readfront) (fronts.go); shard owners and topology (topology.go);
-// idempotent producer ids given out and checked (producers.go: stored in
-// metadata.db on a single broker, etcd in a cluster; the producers
-// package keeps them); opening a shard's log through the
-// durable package, for raft too (durable.go); the registry's cluster hooks
-// (cluster.go); the Host the member package is handed (member.go); the
-// admin endpoint's side, the admin.Member its routes ask (introspection.go);
-// the Kafka listener's wiring (kafka.go, kafkacluster.go) and its SCRAM
-// logins' steps under the failed-login limiter (kafkausers.go; the users
-// are scramlogin's); the metric
-// hooks, which only add to counters, and the latency histograms
-// (counting.go, latency.go); the TLS certificates reloaded on SIGHUP
-// (tlsreload.go).
+// reads, time lookups and commit watches (readfront) (fronts.go); shard
+// owners and topology (topology.go); idempotent producer ids given out and
+// checked (producers.go: stored in metadata.db on a single broker, etcd in
+// a cluster; the producers package keeps them); opening a shard's log
+// through the durable package, for raft too (durable.go); the registry's
+// cluster hooks (cluster.go); the Host the member package is handed
+// (member.go); the admin endpoint's side, the admin.Member its routes ask
+// (introspection.go); the Kafka listener's wiring (kafka.go,
+// kafkacluster.go) and its SCRAM logins' steps under the failed-login
+// limiter (kafkausers.go; the users are scramlogin's); the metric hooks,
+// which only add to counters, and the latency histograms (counting.go,
+// latency.go); the TLS certificates reloaded on SIGHUP (tlsreload.go).
 //
 // One subscription, one owner. Each connection has a session actor
 // (felix/sessions/conn-<id>, the sessions package), the one owner of that

@@ -23,12 +23,12 @@ import (
 	"github.com/getfelix/felix-go/wire"
 )
 
-// The broker implements service.Service: every front end (felix/1 over QUIC
-// and the Kafka listener) reaches the actors through these methods, on its
-// own goroutines.
-// conn is one client's service.Session: it resolves streams and shards,
-// admits publishes, reads, and runs the subscribe handshake; the session
-// actor it fronts owns the client's subscriptions.
+// The broker implements service.Service: every front end (felix/1 over QUIC,
+// the Kafka listener, the browsers') reaches the actors through these
+// methods, on its own goroutines. conn is one client's service.Session: it
+// resolves streams and shards, admits publishes and runs the subscribe
+// handshake; its other calls are the fronts' (fronts.go); the session actor
+// it fronts owns the client's subscriptions.
 
 var _ service.Service = (*Broker)(nil)
 
