@@ -6,7 +6,6 @@ import (
 
 	"github.com/getfelix/felix-go/persistence"
 	"github.com/getfelix/felix-go/service"
-	"github.com/getfelix/felix-go/wire"
 )
 
 // encodeAttrs is a publish's record attributes as the log stores them
@@ -37,31 +36,8 @@ func encodeAttrs(attrs []service.RecordAttrs, keepTimes bool) [][]byte {
 
 // codecID is how the log keeps a record's codec: its index in
 // service.Codecs plus one, 0 for none or a name it does not know.
+//
+// NOTE: readfront decodes it back (withAttrs); the two must agree.
 func codecID(name string) uint8 {
 	return uint8(slices.Index(service.Codecs, name) + 1)
-}
-
-// withAttrs fills r's key and headers, and its own time when it has one,
-// from the log's attribute bytes.
-func withAttrs(r *service.Record, attrs []byte) error {
-	a, err := persistence.DecodeRecordAttrs(attrs)
-	if err != nil {
-		return wire.WrapError(wire.CodeStorage, err, "record %d's attributes", r.Offset)
-	}
-	hs := a.Headers
-	r.Key = a.Key
-	if !a.Time.IsZero() {
-		r.Time = a.Time
-	}
-	if a.Codec > 0 && int(a.Codec) <= len(service.Codecs) {
-		r.Codec = service.Codecs[a.Codec-1]
-	}
-	r.Batch = int(a.Batch)
-	if len(hs) > 0 {
-		r.Headers = make([]service.Header, len(hs))
-		for i, h := range hs {
-			r.Headers[i] = service.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/admin"
-	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/cachefront"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/config"
@@ -33,6 +33,7 @@ import (
 	"github.com/getfelix/felix-go/producers"
 	"github.com/getfelix/felix-go/quota"
 	"github.com/getfelix/felix-go/scramlogin"
+	"github.com/getfelix/felix-go/streamfront"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/subscribers"
 	"github.com/getfelix/felix-go/transport"
@@ -105,29 +106,30 @@ type Broker struct {
 	// lane stops.
 	lanes []atomic.Pointer[lanes.LaneRef]
 
-	// groups is the consumer groups' supervisor (groups.go).
+	// groups is the consumer groups' supervisor (fronts.go).
 	groups       *actor.PID
 	groupMetrics *metrics.GroupMetrics
-	// groupFront and cacheFront make each connection's group and cache
-	// calls (groups.go).
-	groupFront *groups.Front
-	cacheFront *cachefront.Front
+	// streamFront, groupFront and cacheFront make each connection's stream
+	// administration, group and cache calls (fronts.go).
+	streamFront *streamfront.Front
+	groupFront  *groups.Front
+	cacheFront  *cachefront.Front
 
 	metrics *metrics.Metrics
 	latency *metrics.Latency // latency.go
 	dir     *actors.Directory
-	// verifier checks tokens; nil under auth none.
-	verifier *auth.Verifier
+	// gate authenticates clients and checks their principals (auth.go).
+	gate *authgate.Gate
 	// conns, authFailures and tenants hold the connection, failed
 	// authentication and tenant limits.
 	conns        *quota.Connections
 	authFailures *quota.AuthFailures
 	tenants      *quota.Tenants
 	store        *metadata.Store
-	// scram checks Kafka SCRAM logins; nil where no users are kept
+	// kafkaUsers are the Kafka SCRAM users kept, or why none are
 	// (kafkausers.go).
-	scram *scramlogin.Verifier
-	defs  []streams.Def // loaded from store at Start
+	kafkaUsers *scramlogin.KafkaUsers
+	defs       []streams.Def // loaded from store at Start
 	// producers is every idempotent producer id given out.
 	producers producers.Registry
 	admin     *admin.Server
@@ -244,7 +246,7 @@ func (b *Broker) Start() error {
 	if err := b.loadDefinitions(); err != nil {
 		return err
 	}
-	if err := b.setupSCRAM(); err != nil {
+	if err := b.setupKafkaUsers(); err != nil {
 		b.abortStart()
 		return err
 	}
@@ -389,6 +391,7 @@ func (b *Broker) spawnTree() error {
 	})
 	b.connections = spawn("connections", children(actors.KindConnWriter), b.supervisorProps(actors.KindConnWriter))
 	b.groups = spawn("groups", children(actors.KindGroup), b.groupsSupervisorProps)
+	b.streamFront = b.newStreamFront()
 	b.groupFront = b.newGroupFront()
 	b.cacheFront = b.newCacheFront()
 	if err != nil {

@@ -14,39 +14,38 @@
 // remote would be a second one).
 //
 // The service boundary. conn (service.go) is one client's service.Session,
-// its methods run on the client's goroutines. Open (auth.go) turns the
-// client's token into an auth.Principal: the data directory's own Ed25519
-// key (made with admin.token on first start) and auth_keys verify it, and
-// the token's tenant must be the one the connection names (and, with
-// tls_client_cert_bind_subject, the client certificate's subject). Every
-// Session method calls conn.authorize(action, scope) first, before any
-// lookup, so a refusal is the same whether the stream exists or not; names
-// starting __felix. are refused there, so no client reaches a group state
-// stream. The quotas (package quota) come right after: connections not
-// yet authenticated when a front end accepts them (admitConnection), an
-// address's failed authentications before its token is checked
-// (authenticate), authenticated connections in Open, a tenant's publish
-// rate in Publish, its subscriptions in Subscribe, its streams in the
-// registry. Front ends only carry credentials.
+// its methods run on the client's goroutines. Open turns the client's
+// token into an auth.Principal (authgate.Gate.Authenticate: the data
+// directory's own Ed25519 key, made with admin.token on first start, and
+// auth_keys verify it), and the token's tenant must be the one the
+// connection names (and, with tls_client_cert_bind_subject, the client
+// certificate's subject). Every Session method calls
+// conn.authorize(action, scope) first (auth.go, through the gate), before
+// any lookup, so a refusal is the same whether the stream exists or not;
+// names starting __felix. are refused there, so no client reaches a group
+// state stream. The quotas (package quota) come right after: connections
+// not yet authenticated when a front end accepts them (admitConnection),
+// an address's failed authentications before its token is checked (the
+// gate's CheckCredential), authenticated connections in Open, a tenant's
+// publish rate in Publish, its subscriptions in Subscribe, its streams in
+// the registry. Front ends only carry credentials.
 //
 // What else lives here: the subscribe handshake (subscribe.go; a cache
-// watch's in cachewatch.go); stream
-// administration, range reads and time lookups (streamdefs.go; a read goes
-// to the shard's log from the caller's goroutine and registers nothing with
-// the shard); the groups supervisor and the lookups a connection lends
-// groups.Front and cachefront.Front (groups.go); shard owners and topology (topology.go);
-// idempotent producer ids given out and checked (producers.go: stored in
-// metadata.db on a single broker, etcd in a cluster; the producers
-// package keeps them); opening a shard's log through the
-// durable package, for raft too (durable.go); the registry's cluster hooks
-// (cluster.go); the Host the member package is handed (member.go); the
-// admin endpoint's side, the admin.Member its routes ask (introspection.go);
-// the Kafka listener's wiring (kafka.go, kafkacluster.go); the metric
-// hooks, which only add to counters, and the latency histograms
-// (counting.go, latency.go); the TLS certificates reloaded on SIGHUP
-// (tlsreload.go); and commit watches (commitwatch.go), which register a
-// Kafka long poll with its shard's own watch (streams.WatchCommitted), so
-// every advance of the committed end wakes it, whatever made it.
+// watch's in cachewatch.go); the groups supervisor and the lookups a
+// connection lends the calls that live in the packages of their concern,
+// stream administration (streamfront), groups, caches (cachefront), range
+// reads, time lookups and commit watches (readfront) (fronts.go); shard
+// owners and topology (topology.go); idempotent producer ids given out and
+// checked (producers.go: stored in metadata.db on a single broker, etcd in
+// a cluster; the producers package keeps them); opening a shard's log
+// through the durable package, for raft too (durable.go); the registry's
+// cluster hooks (cluster.go); the Host the member package is handed
+// (member.go); the admin endpoint's side, the admin.Member its routes ask
+// (introspection.go); the Kafka listener's wiring (kafka.go,
+// kafkacluster.go) and its SCRAM logins' steps under the failed-login
+// limiter (kafkausers.go; the users are scramlogin's); the metric hooks,
+// which only add to counters, and the latency histograms (counting.go,
+// latency.go); the TLS certificates reloaded on SIGHUP (tlsreload.go).
 //
 // One subscription, one owner. Each connection has a session actor
 // (felix/sessions/conn-<id>, the sessions package), the one owner of that

@@ -7,9 +7,9 @@ import (
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/admin"
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/service"
-	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -111,12 +111,7 @@ func (m adminMember) Cluster() admin.Cluster {
 // adminConn is a connection-less conn for the admin routes, with every
 // right on tenant. It has no session actor: Close does nothing.
 func (b *Broker) adminConn(tenant string) *conn {
-	c := &conn{b: b, client: service.Client{Tenant: tenant}}
-	c.groupCalls, c.cacheCalls = b.groupFront.Session(connLookups{c}), b.cacheFront.Session(connLookups{c})
-	c.principal.Store(&auth.Principal{Tenant: tenant, Grants: auth.AdminGrants(), Expires: noAuthExpiry})
-	c.mu.defs = make(map[wire.Scope]streams.Def)
-	c.mu.shards = make(map[shardKey]*streams.ShardRef)
-	return c
+	return b.newConn(service.Client{Tenant: tenant}, &auth.Principal{Tenant: tenant, Grants: auth.AdminGrants(), Expires: authgate.NoExpiry})
 }
 
 // Actors lists the live supervision tree, parents before children, from

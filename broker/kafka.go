@@ -27,7 +27,7 @@ func (b *Broker) listenKafka() error {
 		AutoCreateShards: uint32(b.cfg.KafkaAutoCreateShards),
 		DefaultNamespace: b.cfg.KafkaDefaultNamespace,
 		AnonymousTenant:  b.cfg.KafkaAnonymousTenant,
-		SCRAMMechanisms:  b.kafkaSCRAMMechanisms(),
+		SCRAMMechanisms:  b.kafkaUsers.Mechanisms(),
 		MaxRequestBytes:  int(b.cfg.KafkaMaxRequestBytes),
 		MaxBatchBytes:    int(b.cfg.KafkaMaxBatchBytes),
 		MaxInflight:      b.cfg.KafkaMaxInflight,
@@ -59,7 +59,7 @@ func (b *Broker) listenKafka() error {
 	if b.clustered() {
 		cfg.Cluster = kafkaCluster{b}
 	}
-	if cfg.AnonymousTenant != "" && b.verifier != nil {
+	if cfg.AnonymousTenant != "" && b.gate.Tokens() {
 		cfg.AnonymousToken = b.anonymousToken(cfg.AnonymousTenant)
 	}
 	ln, err := kafka.Listen(b, cfg)

@@ -3,64 +3,41 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/getfelix/felix-go/admin"
-	"github.com/getfelix/felix-go/auth"
-	"github.com/getfelix/felix-go/metadata"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/scramlogin"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/wire"
 )
 
-// Kafka SCRAM users: a single broker keeps them in its metadata store and
-// checks logins with scramlogin, each step under the failed-login limiter
-// as a token is; the grants become the session's principal. A cluster
-// member keeps no users (they would have to live in etcd for every member
-// to know them): it does not offer SCRAM, and its user routes refuse.
+// Kafka SCRAM users are scramlogin's: a single broker keeps them in its
+// metadata store, and each step of a login runs here under the
+// failed-login limiter as a token does; the user's grants become the
+// session's principal. A cluster member keeps no users (they would have
+// to live in etcd for every member to know them): it does not offer
+// SCRAM, and its user routes refuse.
 
 var _ service.SCRAMService = (*Broker)(nil)
 
-// scramDecoySecret names the store's secret the decoys derive from.
-const scramDecoySecret = "kafka-scram-decoy"
-
-// scramOffered reports whether this broker keeps Kafka users: a single
-// broker with tokens (under auth none there are no credentials to check).
-func (b *Broker) scramOffered() bool {
-	return b.verifier != nil && !b.clustered() && b.store != nil
-}
-
-// setupSCRAM reads the decoy secret, when SCRAM is offered.
-func (b *Broker) setupSCRAM() error {
-	if !b.scramOffered() {
-		return nil
+// setupKafkaUsers opens the users a single broker with tokens keeps, or
+// says why there are none.
+func (b *Broker) setupKafkaUsers() (err error) {
+	switch {
+	case b.clustered():
+		b.kafkaUsers = scramlogin.NoKafkaUsers("a cluster member keeps no Kafka SCRAM users (they are kept by a single broker only): Kafka clients of a cluster log in with PLAIN or OAUTHBEARER and a token")
+	case !b.gate.Tokens():
+		b.kafkaUsers = scramlogin.NoKafkaUsers("a broker under auth none keeps no Kafka SCRAM users: every client already gets every right on the tenant it names")
+	default:
+		b.kafkaUsers, err = scramlogin.OpenKafkaUsers(b.store)
 	}
-	key, err := b.store.Secret(scramDecoySecret)
-	if err != nil {
-		return err
-	}
-	b.scram = scramlogin.NewVerifier(b.store, scramlogin.Decoy{Key: key, SaltLen: admin.KafkaUserSaltLen, Iterations: admin.KafkaUserDefaultIterations})
-	return nil
-}
-
-// noUsers says why this broker keeps no Kafka users.
-func (b *Broker) noUsers() string {
-	if b.clustered() {
-		return "a cluster member keeps no Kafka SCRAM users (they are kept by a single broker only): Kafka clients of a cluster log in with PLAIN or OAUTHBEARER and a token"
-	}
-	return "a broker under auth none keeps no Kafka SCRAM users: every client already gets every right on the tenant it names"
+	return err
 }
 
 // StartSCRAM implements service.SCRAMService.
 func (b *Broker) StartSCRAM(client service.Client, mechanism string) (service.SCRAMLogin, error) {
-	if err := scramlogin.CheckMechanism(mechanism); err != nil {
-		return nil, err
-	}
-	if b.scram == nil {
-		return nil, wire.NewError(wire.CodeUnauthenticated, "%s", b.noUsers())
-	}
-	l, err := b.scram.Start(mechanism)
+	l, err := b.kafkaUsers.Start(mechanism)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +57,7 @@ type scramLogin struct {
 // against it.
 func (l *scramLogin) Step(ctx context.Context, msg []byte) (*service.SCRAMStep, error) {
 	var reply string
-	err := l.b.checkCredential(l.client, time.Now(), func() error {
+	err := l.b.gate.CheckCredential(l.client, time.Now(), func() error {
 		var err error
 		if reply, err = l.login.Step(msg); errors.Is(err, scramlogin.ErrRefused) {
 			l.b.metrics.AuthRefused.WithLabelValues("scram_refused").Inc()
@@ -94,7 +71,7 @@ func (l *scramLogin) Step(ctx context.Context, msg []byte) (*service.SCRAMStep, 
 	if !l.login.Done() {
 		return step, nil
 	}
-	p, err := l.login.Principal(noAuthExpiry)
+	p, err := l.login.Principal(authgate.NoExpiry)
 	if err != nil {
 		return nil, err
 	}
@@ -111,61 +88,14 @@ func (l *scramLogin) Step(ctx context.Context, msg []byte) (*service.SCRAMStep, 
 	return step, nil
 }
 
-// PutKafkaUser implements admin.Member.
-func (m adminMember) PutKafkaUser(u admin.KafkaUser) error {
-	if !m.scramOffered() {
-		return fmt.Errorf("%w: %s", admin.ErrNoKafkaUsers, m.noUsers())
-	}
-	grants := make([]string, len(u.Grants))
-	for i, g := range u.Grants {
-		grants[i] = g.String()
-	}
-	user := metadata.KafkaUser{
-		Tenant: u.Tenant, User: u.User, Mechanism: u.Mechanism,
-		Salt: u.Salt, Iterations: u.Iterations, StoredKey: u.StoredKey, ServerKey: u.ServerKey,
-		Grants: grants, CreatedAt: time.Now().UTC(),
-	}
-	if err := scramlogin.Check(user, len(grants)); err != nil {
-		return err
-	}
-	return m.store.PutKafkaUser(user)
-}
+// The user routes' calls of admin.Member are the users'.
 
-// KafkaUsers implements admin.Member.
+func (m adminMember) PutKafkaUser(u admin.KafkaUser) error { return m.kafkaUsers.PutKafkaUser(u) }
+
 func (m adminMember) KafkaUsers(tenant string) ([]admin.KafkaUser, error) {
-	if !m.scramOffered() {
-		return nil, fmt.Errorf("%w: %s", admin.ErrNoKafkaUsers, m.noUsers())
-	}
-	users, err := m.store.KafkaUsers(tenant)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]admin.KafkaUser, 0, len(users))
-	for _, u := range users {
-		grants := make([]auth.Grant, 0, len(u.Grants))
-		for _, s := range u.Grants {
-			if g, err := auth.ParseGrant(s); err == nil {
-				grants = append(grants, g)
-			}
-		}
-		out = append(out, admin.KafkaUser{Tenant: u.Tenant, User: u.User, Mechanism: u.Mechanism, Iterations: u.Iterations, Grants: grants, CreatedAt: u.CreatedAt})
-	}
-	return out, nil
+	return m.kafkaUsers.KafkaUsers(tenant)
 }
 
-// DeleteKafkaUser implements admin.Member.
 func (m adminMember) DeleteKafkaUser(tenant, user string) (bool, error) {
-	if !m.scramOffered() {
-		return false, fmt.Errorf("%w: %s", admin.ErrNoKafkaUsers, m.noUsers())
-	}
-	return m.store.DeleteKafkaUser(tenant, user)
-}
-
-// kafkaSCRAMMechanisms are the SCRAM mechanisms the Kafka listener
-// offers: both, where the broker keeps users.
-func (b *Broker) kafkaSCRAMMechanisms() []string {
-	if !b.scramOffered() {
-		return nil
-	}
-	return []string{service.MechanismSCRAMSHA256, service.MechanismSCRAMSHA512}
+	return m.kafkaUsers.DeleteKafkaUser(tenant, user)
 }

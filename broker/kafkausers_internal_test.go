@@ -4,9 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getfelix/felix-go/admin"
-	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/config"
 	"github.com/getfelix/felix-go/metadata"
 	"github.com/getfelix/felix-go/service"
@@ -23,11 +24,15 @@ func TestSCRAMRefusedInACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	b := &Broker{cfg: config.Config{ClusterEtcd: "127.0.0.1:2379"}, verifier: &auth.Verifier{}, store: store}
-	if err := b.setupSCRAM(); err != nil {
+	gate, err := authgate.New(authgate.Config{DataDir: t.TempDir()}, time.Now())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.kafkaSCRAMMechanisms(); got != nil {
+	b := &Broker{cfg: config.Config{ClusterEtcd: "127.0.0.1:2379"}, gate: gate, store: store}
+	if err := b.setupKafkaUsers(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.kafkaUsers.Mechanisms(); got != nil {
 		t.Errorf("a cluster member offers %v; want no SCRAM", got)
 	}
 	_, err = b.StartSCRAM(service.Client{}, service.MechanismSCRAMSHA256)

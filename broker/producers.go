@@ -18,9 +18,8 @@ import (
 // has to be the connection's tenant's.
 func (c *conn) InitProducer(ctx context.Context) (uint64, error) {
 	p := c.principal.Load()
-	if p.Expired(time.Now()) {
-		c.b.metrics.AuthRefused.WithLabelValues("expired").Inc()
-		return 0, wire.NewError(wire.CodeUnauthenticated, "the connection's token expired at %s; re-authenticate with a fresh token", p.Expires.UTC().Format(time.RFC3339))
+	if err := c.b.gate.Live(p, time.Now()); err != nil {
+		return 0, err
 	}
 	if !mayPublishSomewhere(p) {
 		c.b.metrics.AuthRefused.WithLabelValues("forbidden").Inc()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,18 +15,20 @@ import (
 	"github.com/getfelix/felix-go/auth"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/lanes"
+	"github.com/getfelix/felix-go/quota"
+	"github.com/getfelix/felix-go/readfront"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/sessions"
 	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
 
-// The broker implements service.Service: every front end (felix/1 over QUIC
-// and the Kafka listener) reaches the actors through these methods, on its
-// own goroutines.
-// conn is one client's service.Session: it resolves streams and shards,
-// admits publishes, reads, and runs the subscribe handshake; the session
-// actor it fronts owns the client's subscriptions.
+// The broker implements service.Service: every front end (felix/1 over QUIC,
+// the Kafka listener, the browsers') reaches the actors through these
+// methods, on its own goroutines. conn is one client's service.Session: it
+// resolves streams and shards, admits publishes and runs the subscribe
+// handshake; its other calls are the fronts' (fronts.go); the session actor
+// it fronts owns the client's subscriptions.
 
 var _ service.Service = (*Broker)(nil)
 
@@ -40,9 +41,12 @@ type shardKey struct {
 // guards the lookup caches grouped under it (what the registry said, kept
 // to spare a round trip per publish).
 type conn struct {
-	// The connection's consumer-group and cache calls.
+	// The connection's stream administration, consumer-group, cache and
+	// read calls (fronts.go).
+	streamCalls
 	groupCalls
 	cacheCalls
+	readCalls
 
 	b       *Broker
 	client  service.Client
@@ -68,7 +72,7 @@ func (b *Broker) Open(ctx context.Context, client service.Client) (service.Sessi
 		b.metrics.AuthRefused.WithLabelValues("certificate_subject").Inc()
 		return nil, wire.NewError(wire.CodeUnauthenticated, "the client certificate's subject %q is not the tenant %q this connection names (tls_client_cert_bind_subject)", client.CertSubject, client.Tenant)
 	}
-	p, err := b.authenticate(client, client.Token, time.Now())
+	p, err := b.gate.Authenticate(client, client.Token, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -81,15 +85,12 @@ func (b *Broker) openSession(ctx context.Context, client service.Client, p *auth
 	// Authenticated: the connection now counts against the authenticated
 	// bounds, which no unauthenticated one holds a place in; the front end
 	// gives back its pre-auth slot once Open returns.
-	releaseSlot, err := b.conns.Acquire(remoteIP(client.Remote))
+	releaseSlot, err := b.conns.Acquire(quota.RemoteIP(client.Remote))
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{b: b, client: client, releaseSlot: releaseSlot}
-	c.groupCalls, c.cacheCalls = b.groupFront.Session(connLookups{c}), b.cacheFront.Session(connLookups{c})
-	c.principal.Store(p)
-	c.mu.defs = make(map[wire.Scope]streams.Def)
-	c.mu.shards = make(map[shardKey]*streams.ShardRef)
+	c := b.newConn(client, p)
+	c.releaseSlot = releaseSlot
 	var mb *actors.Mailbox
 	props := actors.Props(func() actor.Actor { return sessions.New(b.sessionConfig(client)) },
 		actors.MailboxConfig{Capacity: sessions.MailboxDepth, Policy: actors.Block},
@@ -105,11 +106,24 @@ func (b *Broker) openSession(ctx context.Context, client service.Client, p *auth
 	return c, nil
 }
 
+// newConn is client's conn, authenticated as p, with its calls that live
+// in the packages of their concern.
+func (b *Broker) newConn(client service.Client, p *auth.Principal) *conn {
+	c := &conn{b: b, client: client}
+	l := connLookups{c}
+	c.streamCalls, c.groupCalls, c.cacheCalls = b.streamFront.Session(l), b.groupFront.Session(l), b.cacheFront.Session(l)
+	c.readCalls = readfront.New(l)
+	c.principal.Store(p)
+	c.mu.defs = make(map[wire.Scope]streams.Def)
+	c.mu.shards = make(map[shardKey]*streams.ShardRef)
+	return c
+}
+
 // Reauthenticate implements service.Session: a fresh token for the same
 // tenant replaces the principal, and the session's subscriptions end when
 // the new one expires instead.
 func (c *conn) Reauthenticate(ctx context.Context, token string) error {
-	p, err := c.b.authenticate(c.client, token, time.Now())
+	p, err := c.b.gate.Authenticate(c.client, token, time.Now())
 	if err != nil {
 		return err
 	}
@@ -121,20 +135,7 @@ func (c *conn) Reauthenticate(ctx context.Context, token string) error {
 // admitConnection applies the pre-auth connection limits to a connection
 // a front end accepted, before it authenticates (the front ends' Admit).
 func (b *Broker) admitConnection(remote net.Addr, displace func()) (func(), error) {
-	return b.conns.AcquirePreAuth(remoteIP(remote), displace)
-}
-
-// remoteIP is a front end's remote address as an IP; the zero Addr (one
-// shared key in the limits) when it is neither felix/1's UDP nor Kafka's
-// TCP.
-func remoteIP(remote net.Addr) netip.Addr {
-	switch a := remote.(type) {
-	case *net.UDPAddr:
-		return a.AddrPort().Addr()
-	case *net.TCPAddr:
-		return a.AddrPort().Addr()
-	}
-	return netip.Addr{}
+	return b.conns.AcquirePreAuth(quota.RemoteIP(remote), displace)
 }
 
 // sessionConfig is the session actor's of client's connection.

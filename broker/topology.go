@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/getfelix/felix-go/auth"
+	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/service"
 	"github.com/getfelix/felix-go/wire"
@@ -19,7 +20,7 @@ func (c *conn) ShardOwners(ctx context.Context, scope wire.Scope) (*service.Topo
 	if err := scope.Validate(); err != nil {
 		return nil, err
 	}
-	if err := c.authorize(auth.ActionStreamPublish, scope); err != nil && (!errors.Is(err, wire.ErrForbidden) || !mayList(c.principal.Load(), scope)) {
+	if err := c.authorize(auth.ActionStreamPublish, scope); err != nil && (!errors.Is(err, wire.ErrForbidden) || !authgate.MayList(c.principal.Load(), scope)) {
 		return nil, err
 	}
 	def, err := c.stream(ctx, scope)

@@ -8,7 +8,7 @@ import (
 )
 
 // Consumer groups' state shards go with their data shards. A group actor
-// (broker/groups.go) reads data shard N and writes its state as records of
+// (package groups) reads data shard N and writes its state as records of
 // shard N of the internal stream <ns>/__felix.groups.<stream>; it must run
 // where both are served. So a state shard is never placed on its own:
 //   - unreplicated (one copy on its home member): its home and owner are

@@ -28,6 +28,8 @@ package quota
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"time"
 )
 
@@ -139,4 +141,17 @@ func buildOptions(opts []Option) options {
 		o.idleAfter = defaultIdleAfter
 	}
 	return o
+}
+
+// RemoteIP is a front end's remote address as the limits key it (the
+// connection and failed-authentication limits): the zero Addr, one shared
+// key, when it is neither felix/1's UDP nor Kafka's and the browsers' TCP.
+func RemoteIP(remote net.Addr) netip.Addr {
+	switch a := remote.(type) {
+	case *net.UDPAddr:
+		return a.AddrPort().Addr()
+	case *net.TCPAddr:
+		return a.AddrPort().Addr()
+	}
+	return netip.Addr{}
 }

@@ -1,10 +1,14 @@
-// Package scramlogin checks Kafka SCRAM logins (RFC 5802, RFC 7677) against
-// stored credentials: per tenant, one per mechanism (salt, iterations,
-// StoredKey, ServerKey; never the password), each with the user's grants,
-// which become the session's principal as a token's do. xdg-go/scram runs
-// the exchange; the Kafka listener only carries its messages, and the
+// Package scramlogin owns the Kafka SCRAM users a broker keeps
+// (KafkaUsers): their credentials, per tenant, one per mechanism (salt,
+// iterations, StoredKey, ServerKey; never the password), each with the
+// user's grants, added, listed and removed through the admin endpoint's
+// user routes; and logins (RFC 5802, RFC 7677) checked against them, the
+// grants becoming the session's principal as a token's do. xdg-go/scram
+// runs the exchange; the Kafka listener only carries its messages, and the
 // broker decides when to ask (its failed-login limiter) and what the
-// principal opens.
+// principal opens. A broker that keeps no users (NoKafkaUsers: a cluster
+// member, or auth none) offers no mechanism and refuses each call saying
+// why.
 //
 // An unknown user is not told apart from a wrong password: the lookup
 // answers a name it does not know with a decoy credential derived from a

@@ -38,7 +38,7 @@ const (
 	answerStreamMaxBytes = 8 << 20
 	answerConnMaxBytes   = 32 << 20
 	// readAnswerReserve is what a stream_read answer may take: the
-	// broker's page cap (broker/streamdefs.go maxReadBytes, 4 MiB) plus the
+	// broker's page cap (readfront's maxReadBytes, 4 MiB) plus the
 	// records' framing. An answer larger than its reservation is charged in
 	// full when it is made.
 	readAnswerReserve    = 4<<20 + 64<<10

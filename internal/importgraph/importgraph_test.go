@@ -75,6 +75,8 @@ var layers = []struct {
 		"tokens, keys and grants: the broker calls it at the service boundary; it knows no broker, transport, stream or actor"},
 	{"service", []string{"wire"},
 		"the protocol-neutral broker API: domain types and the interfaces front ends call; it knows no actor, stream or storage"},
+	{"authgate", []string{"auth", "quota", "service", "wire"},
+		"the service boundary's authentication and principal checks: it verifies with auth, limits failed attempts with quota and counts refusals through the broker's hooks; it knows no actor, stream or front end"},
 	{"producers", []string{"metadata", "wire"},
 		"the idempotent producer ids given out and their tenants; where an id is stored is the caller's"},
 	{"durable", []string{"persistence", "streams", "wire"},
@@ -83,8 +85,10 @@ var layers = []struct {
 		"a connection's session actor: it knows the writers and feeders it ends, never how a subscription was built"},
 	{"cachefront", []string{"actors", "auth", "cache", "service", "streams", "wire"},
 		"a connection's cache calls: checks, a key routed to its shard, the shard asked; what a connection knows comes through its Conn"},
-	{"scramlogin", []string{"auth", "metadata", "service", "wire"},
-		"a Kafka SCRAM login checked against stored credentials; the limiter and the session it opens are the broker's"},
+	{"streamfront", []string{"auth", "authgate", "routing", "service", "streams", "wire"},
+		"a connection's stream administration: requests checked at the boundary and asked of the registry through its Conn; it knows no actor"},
+	{"readfront", []string{"auth", "persistence", "service", "streams", "wire"},
+		"a connection's range reads, time lookups and commit watches: it reads a durable shard's log from the caller's goroutine and decodes the log's record attributes (persistence's encoding); what a connection knows comes through its Conn"},
 	{"groups", []string{"actors", "auth", "metrics", "service", "streams", "wire"},
 		"a group actor reads its data shard's log and writes its state through the state shard, both handed to it by the broker; its front checks a connection's group calls through the connection's own lookups (Conn)"},
 	{"cluster", []string{"actors", "wire"},
@@ -102,6 +106,9 @@ var layers = []struct {
 	{"admin", []string{"actors", "auth", "cluster", "js", "service", "wire"},
 		"the admin HTTP endpoint, its token checks and the live pages: it reaches the broker through service.Service and admin.Member, which it defines and the broker implements, and never imports the broker"},
 
+	{"scramlogin", []string{"admin", "auth", "metadata", "service", "wire"},
+		"the Kafka SCRAM users a broker keeps: logins checked against stored credentials, and the credentials the admin routes add, list and remove, in admin's types (it implements that part of admin.Member); the limiter and the session a login opens are the broker's"},
+
 	// A cluster member's raft and peer side.
 	{"defstore", []string{"cluster", "metadata", "routing", "streams", "wire"},
 		"where stream definitions are kept: metadata.db or etcd, and streams.Def converted to each store's record"},
@@ -109,7 +116,7 @@ var layers = []struct {
 		"a member's replicas run raft over their shards' logs and talk over the peer link; it reaches the broker only through its own Host, and knows no actor tree, transport or front end"},
 
 	// Assembly.
-	{"broker", []string{"actors", "admin", "auth", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "routing", "scramlogin", "service", "sessions", "streams", "subscribers", "transport", "webfront", "wire"},
+	{"broker", []string{"actors", "admin", "auth", "authgate", "cache", "cachefront", "cluster", "config", "defstore", "durable", "groups", "internal/quicconf", "kafka", "lanes", "member", "metadata", "metrics", "persistence", "persistence/errorfs", "producers", "quota", "readfront", "routing", "scramlogin", "service", "sessions", "streamfront", "streams", "subscribers", "transport", "webfront", "wire"},
 		"the broker assembles the tree, the transport and the member; raft and the peer link it reaches only through member, and it never uses the client or the test helpers"},
 
 	// The other end of the wire, and what drives a broker from outside.
