@@ -16,7 +16,10 @@ import (
 // read through the faults (a ClusterClient watches again at the new
 // owner, from the version after the last event, when its watch's
 // connection or owner goes), then checked against the history's writes
-// (checkWatches).
+// (checkWatches). They watch the prefix, not single keys: a key watch
+// resumed as a snapshot while its key is absent is sent no event at all,
+// so nothing in its events would tell the check that a snapshot replaced
+// the changes it missed; the prefix's marker key is in every snapshot.
 const (
 	cacheWatchers = 3
 	// watchPrefix covers every workload key and the marker.
