@@ -51,7 +51,9 @@ type WatchEvent struct {
 	Version uint64
 	// Retained marks a snapshot's event: the key's value when the watch
 	// (re)started. Resnapshot marks a snapshot that replaced a resume:
-	// keys not in it were deleted meanwhile.
+	// keys not in it were deleted meanwhile. A snapshot of no key sends
+	// no event, so such a resume is not seen (docs/OPERATIONS.md, "Cache
+	// watches").
 	Retained, Resnapshot bool
 	// Commit marks a change of an atomic commit; the commit's event
 	// (Kind WatchCommitEvent) comes after its changes.
