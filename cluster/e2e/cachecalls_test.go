@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -169,7 +170,7 @@ func TestReplicatedCacheCallsThroughClusterClient(t *testing.T) {
 		}
 	}
 	delete(listed, "w/session") // listed or expired by now
-	if !mapsEqual(listed, wantKeys) {
+	if !maps.Equal(listed, wantKeys) {
 		t.Fatalf("listed %v; want %v", listed, wantKeys)
 	}
 
@@ -227,8 +228,9 @@ func TestReplicatedCacheCallsThroughClusterClient(t *testing.T) {
 	events = watchEvents(ctx, w2)
 	for i := range 2 {
 		key := fmt.Sprintf("w/item%d", i+1)
+		at := versions[key]
 		for {
-			res, err := cc.Put(ctx, k, key, []byte("after"), client.PutOptions{IfVersion: ptr(versions[key])})
+			res, err := cc.Put(ctx, k, key, []byte("after"), client.PutOptions{IfVersion: &at})
 			if err == nil {
 				wrote(key, wire.WatchPut, "after", res, err)
 				break
@@ -347,18 +349,4 @@ func expectChanges(ctx context.Context, t *testing.T, events <-chan client.Watch
 		}
 	}
 	return extra
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func mapsEqual(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
 }
