@@ -51,7 +51,9 @@ type WatchEvent struct {
 	Version uint64
 	// Retained marks a snapshot's event: the key's value when the watch
 	// (re)started. Resnapshot marks a snapshot that replaced a resume:
-	// keys not in it were deleted meanwhile.
+	// keys not in it were deleted meanwhile. A snapshot of no key sends
+	// no event, so such a resume is not seen (docs/OPERATIONS.md, "Cache
+	// watches").
 	Retained, Resnapshot bool
 	// Commit marks a change of an atomic commit; the commit's event
 	// (Kind WatchCommitEvent) comes after its changes.
@@ -113,6 +115,10 @@ type shardPosition struct {
 	retainedDue uint64
 	resnapshot  bool
 	pause       backoff
+	// pending: the shard's watch ended for a reason a new one cures and
+	// is not watched again yet (a Next's context ended first); every
+	// Next tries again before it waits.
+	pending bool
 }
 
 type watchItem struct {
@@ -263,9 +269,14 @@ func (w *Watcher) forward(n uint32, sub *Subscription, skip int, resume uint64) 
 
 // Next waits for the next event. It returns ErrClosed after Close, a
 // *WatchLaggedError when a shard's watch fell behind (a ClusterClient's
-// watcher resumes instead), and the error that ended a shard's watch.
+// watcher resumes instead), and the error that ended a shard's watch. A
+// ClusterClient's resume that fails (ctx ended first, or the shard's
+// owner refused) is returned and tried again by the next Next.
 func (w *Watcher) Next(ctx context.Context) (WatchEvent, error) {
 	for {
+		if err := w.resumePending(ctx); err != nil {
+			return WatchEvent{}, err
+		}
 		var item watchItem
 		select {
 		case item = <-w.events:
@@ -286,10 +297,29 @@ func (w *Watcher) Next(ctx context.Context) (WatchEvent, error) {
 			_ = w.Close(ctx)
 			return WatchEvent{}, w.ended(item.shard, pos, item.err)
 		}
-		if err := w.resumeShard(ctx, item.shard, pos); err != nil {
-			return WatchEvent{}, err
-		}
+		// Resumed at the top of the loop: a resume left unmade by an
+		// error stays pending for the next call rather than leaving the
+		// shard unwatched.
+		pos.pending = true
 	}
+}
+
+// resumePending watches again every shard whose watch ended and is not
+// watched again yet; one whose resume fails stays pending.
+func (w *Watcher) resumePending(ctx context.Context) error {
+	for n, pos := range w.shards {
+		if !pos.pending {
+			continue
+		}
+		if w.life.Err() != nil {
+			return ErrClosed // closed: nothing is watched again
+		}
+		if err := w.resumeShard(ctx, n, pos); err != nil {
+			return err
+		}
+		pos.pending = false
+	}
+	return nil
 }
 
 func (w *Watcher) current(item watchItem) bool {

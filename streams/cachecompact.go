@@ -40,8 +40,10 @@ import (
 // shard that stops first stops the worker and removes its copies.
 //
 // Only unreplicated shards compact: a replicated shard's log is raft's,
-// whose entries the log cannot rewrite (persistence.ErrNotCompactable);
-// raft snapshots bound it instead.
+// whose entries the log cannot rewrite (persistence.ErrNotCompactable).
+// Raft's compaction point moves but keeps the records, and a cache takes
+// no retention, so nothing bounds a replicated cache's log yet
+// (docs/OPERATIONS.md says what its compaction needs).
 
 // CompactableLog is a Log whose sealed segments compaction can rewrite
 // (the broker's adapter over persistence.Log). A shard whose log is not

@@ -45,8 +45,10 @@ func cacheOf(s client.Stream) client.Cache {
 // after the faults included. Half the clients keep their connections as
 // a reading application does (readerOptions), so their reads reach an
 // old leader that resumes after a stop; the member readers ask each
-// member directly.
+// member directly. The watchers' events must agree with the same
+// history's writes (checkWatchers).
 func runCache(t *testing.T, r *run) {
+	watchers := startWatchers(t, r)
 	var wg sync.WaitGroup
 	defer r.halt(&wg) // also when the test fails before the end
 	var answers tally
@@ -74,16 +76,12 @@ func runCache(t *testing.T, r *run) {
 	t.Logf("faults: %s", r.nem)
 	t.Logf("answers: %s", &answers)
 	finalCacheReads(t, r)
+	checkWatchers(t, r, watchers)
 
-	// NOTE: watch events, when caches have watches: watchers started
-	// beside the clients above (one per key, one on the prefix, resuming
-	// from the last version they saw after a lost connection) run through
-	// the faults, and here their events are checked against the
-	// history's applied writes: in version order per key, none missing.
 	ops := r.h.operations()
 	start := time.Now()
 	res, err := checkModel(cacheModel(), ops, r.checkFor, keptFile(t, "cache.html"), r.nem.annotations()...)
-	t.Logf("porcupine: %d operations on %d keys, %s in %s", len(ops), len(cacheKeys), res, time.Since(start).Round(time.Millisecond))
+	t.Logf("porcupine: %d operations on %d keys, %s in %s", len(ops), len(partitionByKey(ops)), res, time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		t.Errorf("not linearizable: %v", err)
 	}

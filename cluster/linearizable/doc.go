@@ -33,7 +33,14 @@
 //     versions grow, each conditional write's outcome agrees with the
 //     version it expected, a refusal names the key's version, and a
 //     write of unknown outcome that applied gets its version from the
-//     first answer that names it. Watch events are not checked yet.
+//     first answer that names it. Three ClusterClient watchers of the
+//     keys' prefix, started retained before the clients, read through the
+//     faults; each watcher's events for a key must come in version order,
+//     each at its write's version with its write's value, and every
+//     acknowledged write past a watcher's start must reach it as an
+//     event or, after a resume the shard could no longer replay, in the
+//     snapshot it was sent instead, which must show each key's newest
+//     acknowledged write below it.
 //
 // The faults: SIGKILL of the shard's raft leader (then a restart), SIGSTOP
 // of the leader (then SIGCONT; 1.5 s, and in stale_reads 3.5 s, which the
