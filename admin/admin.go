@@ -3,25 +3,27 @@
 //
 // The probes (/live, /ready) and /metrics are open to whoever reaches the
 // endpoint (loopback by default). The debug routes (/debug/actors,
-// /debug/stream, /debug/cluster/..., /debug/pprof/ with pprof on) need a
-// token granting node.view; the ones that change something (the chaos
-// routes /debug/chaos/kill and /debug/chaos/disk, a drain, a replica move)
-// need node.manage. The pages (/ui, /ui/stream, /ui/config) hold no broker
-// state and are served without a token: their scripts call the debug
-// routes with the token the user pastes.
+// /debug/stream, /debug/cache, /debug/cluster/..., /debug/pprof/ with
+// pprof on) need a token granting node.view; the ones that change
+// something (the chaos routes /debug/chaos/kill and /debug/chaos/disk, a
+// drain, a replica move) need node.manage. The pages (/ui, /ui/stream,
+// /ui/cache, /ui/config) hold no broker state and are served without a
+// token: their scripts call the debug routes with the token the user
+// pastes.
 //
 // Node rights are the operator's, so they hold only in a token signed by a
 // key not restricted to tenants (the broker's own key, or an auth_keys key
 // without felix_tenants): such a token's node.view and node.manage reach
 // every route and every tenant's streams. A token signed by a key
 // restricted to tenants keeps its stream rights, but its node grants hold
-// for one thing only: node.view on the routes that show one stream of its
-// own tenant (/debug/stream, /debug/cluster/replicas). It is refused 403 on
-// every route about the node as a whole (the tree, the cluster, pprof) and
-// on every route that changes something, its own tenant's replica move
-// included: a kill, a failing disk, a drain or a move lands on a member
-// that serves every tenant. Whoever holds a tenant's key can thus read
-// that tenant's stream pages and nothing else of the node.
+// for one thing only: node.view on the routes that show one stream or
+// cache of its own tenant (/debug/stream, /debug/cache,
+// /debug/cluster/replicas). It is refused 403 on every route about the
+// node as a whole (the tree, the cluster, pprof) and on every route that
+// changes something, its own tenant's replica move included: a kill, a
+// failing disk, a drain or a move lands on a member that serves every
+// tenant. Whoever holds a tenant's key can thus read that tenant's stream
+// and cache pages and nothing else of the node.
 //
 // Before any of that, every request passes the checks a browser cannot be
 // made to pass on another site's behalf (origin.go): its Host must be
@@ -94,6 +96,9 @@ type Member interface {
 	// ShardOffsets reads a durable shard's log offsets; a shard that is
 	// not running is started by the lookup, as a reader's would be.
 	ShardOffsets(ctx context.Context, scope wire.Scope, shard uint32) (LogOffsets, error)
+	// CacheStatus is a cache shard's status; a shard that is not running
+	// is started by the lookup, as a reader's would be.
+	CacheStatus(ctx context.Context, scope wire.Scope, shard uint32) (CacheShardStatus, error)
 	// Cluster is the broker's cluster membership, or nil on a single
 	// broker and while a member is still starting.
 	Cluster() Cluster

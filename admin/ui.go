@@ -14,7 +14,7 @@ import (
 // uiFiles is the live tree page: plain HTML, CSS and JavaScript, embedded so
 // the admin endpoint serves it with no build step and no external asset.
 //
-//go:embed ui/index.html ui/stream.html ui/live.html ui/common.js
+//go:embed ui/index.html ui/stream.html ui/cache.html ui/live.html ui/common.js
 var uiFiles embed.FS
 
 // uiConfig tells the page what the broker allows, so it shows only what
@@ -41,11 +41,13 @@ type uiConfig struct {
 // no broker state. The tree page's script reads /debug/actors, or in a
 // cluster /debug/cluster/actors (node.view), and posts to
 // /debug/chaos/kill (node.manage) with the token the user pastes; the
-// stream page reads /debug/stream (node.view on the stream's tenant),
-// routed here too.
+// stream page reads /debug/stream and the cache page /debug/cache
+// (node.view on the stream's or the cache's tenant), routed here too; the
+// tree page's caches list reads /debug/cache for each cache in the tree.
 func (rt *routes) uiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui", uiPage("ui/index.html", "text/html; charset=utf-8"))
 	mux.HandleFunc("GET /ui/stream", uiPage("ui/stream.html", "text/html; charset=utf-8"))
+	mux.HandleFunc("GET /ui/cache", uiPage("ui/cache.html", "text/html; charset=utf-8"))
 	mux.HandleFunc("GET /ui/common.js", uiPage("ui/common.js", "text/javascript; charset=utf-8"))
 	mux.HandleFunc("GET /ui/live", rt.livePage())
 	mux.HandleFunc("GET /ui/felix.js", jsModule("felix.js"))
@@ -66,6 +68,7 @@ func (rt *routes) uiRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, cfg)
 	})
 	mux.HandleFunc("GET /debug/stream", rt.requireStream(auth.ActionNodeView, queryTenant, rt.handleStreamView))
+	mux.HandleFunc("GET /debug/cache", rt.requireStream(auth.ActionNodeView, queryTenant, rt.handleCacheView))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui", http.StatusFound)
 	})
@@ -135,5 +138,6 @@ func servePage(page []byte, contentType string, connect func(*http.Request) stri
 	}
 }
 
-// queryTenant is the tenant of a stream named ?tenant=T&ns=N&stream=S.
+// queryTenant is the tenant of a stream named ?tenant=T&ns=N&stream=S
+// (or a cache, ?tenant=T&ns=N&cache=C).
 func queryTenant(r *http.Request) string { return r.URL.Query().Get("tenant") }

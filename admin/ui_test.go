@@ -204,3 +204,59 @@ func TestUIStream(t *testing.T) {
 	})
 	browsertest.Screenshot(t, p, "ui-stream.png")
 }
+
+// TestUICache: the tree page lists a cache with its running shards and,
+// live, its watch count (up when a prefix watch starts, one per shard)
+// and its keys; the cache's link opens its page, which shows both shards,
+// the watches, a write rate once puts come, and the watches gone once the
+// watch is closed.
+func TestUICache(t *testing.T) {
+	b, cfg := adminBroker(t, "none")
+	ctx := brokertest.Context(t, 90*time.Second)
+	c := makeCache(t, ctx, b, cfg, "default", "sessions", false)
+	k := client.Cache{Name: "sessions"}
+	put := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := c.Put(ctx, k, fmt.Sprintf("user/%d", i), []byte("v"), client.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(1) // the shard of user/0 runs: the cache is in the tree
+
+	p := browsertest.Open(t, ctx, brokertest.AdminURL(t, b, "/ui"))
+	const row = `tr.cache[data-cache="default/default/sessions"]`
+	p.Do("wait for the cache's row", chromedp.WaitVisible(chromedp.CSS(row)))
+	watchesOnPage := func() int { return p.CellInt(row, `Number(r.querySelector("td.watches").dataset.watches)`) }
+	if n := watchesOnPage(); n != 0 {
+		t.Errorf("the caches list shows %d watches before any", n)
+	}
+	w, err := c.Watch(ctx, k, client.WatchPrefix("user/"), client.WatchFrom{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Await("2 watches (a prefix watch's, one per shard)", func() bool { return watchesOnPage() == 2 })
+	put(10)
+	p.Await("10 keys", func() bool { return p.CellInt(row, `Number(r.querySelector("td.keys").dataset.keys || -1)`) == 10 })
+	if n := browsertest.Eval[int](p, `document.querySelectorAll('tr.actor[data-kind="shard"] a.cache-link').length`); n != 2 {
+		t.Errorf("%d shard rows of the tree link to the cache page, want 2", n)
+	}
+
+	p.Do("open the cache's page", chromedp.Click(chromedp.CSS(row+" a.cache-link")))
+	p.Await("the cache page's shards", func() bool { return browsertest.Eval[int](p, `document.querySelectorAll("tr.shard").length`) == 2 })
+	if u := browsertest.Eval[string](p, `location.pathname + location.search`); u != "/ui/cache?tenant=default&ns=default&cache=sessions" {
+		t.Errorf("the link led to %s", u)
+	}
+	const watches = `(() => [...document.querySelectorAll("tr.shard td.watches")].reduce((s, td) => s + Number(td.dataset.count), 0))()`
+	p.Await("a watch on each shard", func() bool { return browsertest.Eval[int](p, watches) == 2 })
+	put(40)
+	p.Await("a write rate", func() bool {
+		return browsertest.Eval[bool](p, `[...document.querySelectorAll("tr.shard td.writes svg.spark")].some(s => Number(s.dataset.max) > 0)`)
+	})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Await("no watch once closed", func() bool { return browsertest.Eval[int](p, watches) == 0 })
+	browsertest.Screenshot(t, p, "ui-cache.png")
+}

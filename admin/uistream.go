@@ -184,7 +184,7 @@ func (rt *routes) streamView(ctx context.Context, scope wire.Scope, from uint32)
 	if info.Replicas > 1 {
 		_, repl, _ = c.Replication(ctx, scope) // only its own checks can fail, and they passed in Stream
 	}
-	actorsOf := rt.streamActors(scope)
+	actorsOf := rt.labelled("stream", scope.String())
 	for n := v.From; n < info.Shards && n-v.From < maxViewShards; n++ {
 		v.ShardList = append(v.ShardList, rt.shardView(ctx, top, n, v.Node, info.Durable, repl, actorsOf))
 	}
@@ -192,31 +192,11 @@ func (rt *routes) streamView(ctx context.Context, scope wire.Scope, from uint32)
 	return v, nil
 }
 
-// streamActors is the live tree's actors that serve scope: its shards,
-// their subscriptions' feeders, its groups.
-func (rt *routes) streamActors(scope wire.Scope) []actors.Info {
-	name := scope.String()
-	var out []actors.Info
-	for _, a := range rt.m.Actors() {
-		if a.Labels["stream"] == name {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // shardView is shard n as this member sees it; node is this member's id
 // ("" on a single broker).
 func (rt *routes) shardView(ctx context.Context, top *service.Topology, n uint32, node string, durable bool, repl []wire.ShardReplication, list []actors.Info) ShardView {
-	sv := ShardView{Shard: n, Here: true, SubscriberList: []SubscriberView{}}
-	if int(n) < len(top.Owners) {
-		o := top.Owners[n]
-		sv.Owner = o.Owner.NodeID
-		sv.Here = sv.Owner == "" || (node != "" && sv.Owner == node)
-		if !o.Available {
-			sv.Error = "no member serves it now"
-		}
-	}
+	sv := ShardView{Shard: n, SubscriberList: []SubscriberView{}}
+	sv.Owner, sv.Here, sv.Error = shardOwner(top, n, node)
 	for i := range repl {
 		if repl[i].Shard == n {
 			sv.Replication = &repl[i]

@@ -582,8 +582,14 @@ func (b *Broker) registryConfig() streams.RegistryConfig {
 		RemoveLogs:    b.logs.Remove,
 		Root:          b.system.Root,
 		OnStats:       b.countFanout,
-		OnSpawned: func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32) {
-			b.dir.Add(pid, actors.KindShard, mb, map[string]string{"stream": scope.String(), "shard": fmt.Sprint(shard)})
+		OnSpawned: func(pid *actor.PID, mb *actors.Mailbox, def streams.Def, shard uint32) {
+			// A cache's shards are labelled cache, not stream, so the
+			// tree tells them apart and each links to its own page.
+			label := "stream"
+			if def.Cache != nil {
+				label = "cache"
+			}
+			b.dir.Add(pid, actors.KindShard, mb, map[string]string{label: def.Scope.String(), "shard": fmt.Sprint(shard)})
 		},
 		NotLoaded: b.defsNotLoaded(),
 	}

@@ -37,7 +37,7 @@ func (c *conn) CacheWatch(ctx context.Context, req *service.CacheWatch, open ser
 		release()
 		return nil, err
 	}
-	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, n, ref, writer, sink, c.grantCapacity(req.QueueCapacity), true)
+	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, n, ref, writer, sink, c.grantCapacity(req.QueueCapacity), req)
 	if err != nil {
 		release()
 		return nil, err

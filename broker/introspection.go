@@ -142,3 +142,37 @@ func (b *Broker) FailDisk(fail bool) error {
 	b.log.Warn().Bool("failing", fail).Msg("chaos: the durable logs' disk fails writes")
 	return nil
 }
+
+func (m adminMember) CacheStatus(ctx context.Context, scope wire.Scope, shard uint32) (admin.CacheShardStatus, error) {
+	ref, err := m.adminConn(scope.Tenant).shard(ctx, scope, shard)
+	if err != nil {
+		return admin.CacheShardStatus{}, err
+	}
+	if ref.Durable {
+		if _, err := ref.Log(ctx); err != nil { // opened, so the index is rebuilt
+			return admin.CacheShardStatus{}, err
+		}
+	}
+	res, err := actors.Request[*streams.CacheStatusResult](actors.Detached(ctx), m.system.Root, ref.PID, &streams.CacheStatus{}, requestTimeout)
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return admin.CacheShardStatus{}, err
+	}
+	st := admin.CacheShardStatus{
+		Keys: res.Keys, Tombstones: res.Tombstones, Counters: res.Counters, Watchers: res.Watchers,
+		Writes: res.Writes, Reads: res.Reads, Floor: res.Floor, LogRecords: res.LogRecords,
+		Compacting: res.Compacting, Compactions: res.Compactions,
+	}
+	if res.HasApplied {
+		st.Applied = &res.Applied
+	}
+	if c := res.LastCompaction; c != nil {
+		st.LastCompaction = &admin.CompactionView{
+			At: res.LastCompactionAt, Horizon: c.Horizon, RecordsRemoved: c.RecordsRemoved, BytesRemoved: c.BytesRemoved,
+			TookMillis: float64(c.Took.Microseconds()) / 1e3,
+		}
+	}
+	return st, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/getfelix/felix-go/actors"
 	"github.com/getfelix/felix-go/auth"
@@ -77,7 +78,7 @@ func (c *conn) build(ctx context.Context, req *service.Subscribe, open service.O
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, req.Shard, ref, writer, sink, c.grantCapacity(req.QueueCapacity), false)
+	sub, queue, err := c.spawnFeeder(ctx, id, req.Scope, req.Shard, ref, writer, sink, c.grantCapacity(req.QueueCapacity), nil)
 	return sub, queue, ref, err
 }
 
@@ -143,12 +144,14 @@ func (c *conn) grantCapacity(requested int64) int {
 }
 
 // spawnFeeder registers the sink with the writer and spawns the feeder,
-// its queue held until Start. On an error nothing is left behind. A cache
+// its queue held until Start. On an error nothing is left behind. w is
+// the watch a cache watch's feeder serves (nil for a subscription); a
 // watch's queue drops new changes when full whatever the stream's policy
 // (its shard then ends it lagged) and stays out of the broker-wide queue
 // budget: what it holds is bounded by its own queue.
-func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, shard uint32, ref *streams.ShardRef, writer *lanes.WriterRef, sink service.Sink, capacity int, watch bool) (*sessions.Subscription, *actors.Mailbox, error) {
+func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, shard uint32, ref *streams.ShardRef, writer *lanes.WriterRef, sink service.Sink, capacity int, w *service.CacheWatch) (*sessions.Subscription, *actors.Mailbox, error) {
 	b := c.b
+	watch := w != nil
 	policy, budget := b.policy, b.queueTotal
 	if watch {
 		policy, budget = actors.DropNew, nil
@@ -191,12 +194,32 @@ func (c *conn) spawnFeeder(ctx context.Context, id uint64, scope wire.Scope, sha
 		egress.Close()
 		return nil, nil, wire.NewError(wire.CodeInternal, "spawn feeder: %v", err)
 	}
-	b.dir.Add(feeder, actors.KindFeeder, queue, map[string]string{
+	labels := map[string]string{
 		"stream": scope.String(), "shard": fmt.Sprint(shard), "subscription": fmt.Sprint(id), "conn": fmt.Sprint(c.client.ID),
 		"lane": fmt.Sprint(lane.Index), "policy": policy.String(),
-	})
+	}
+	if watch {
+		delete(labels, "stream")
+		labels["cache"], labels["watch"] = scope.String(), watchLabel(w)
+	}
+	b.dir.Add(feeder, actors.KindFeeder, queue, labels)
 	return &sessions.Subscription{ID: id, Feeder: feeder, Shard: ref.PID, Writer: writer, Egress: egress, Watch: watch}, queue, nil
 }
+
+// watchLabel names what a watch covers in the tree: "key K" or "prefix
+// P", cut at maxWatchLabel bytes (a key may be a kilobyte).
+func watchLabel(w *service.CacheWatch) string {
+	what := "key "
+	if w.Prefix {
+		what = "prefix "
+	}
+	if len(w.Key) > maxWatchLabel {
+		return what + strings.ToValidUTF8(w.Key[:maxWatchLabel], "") + "…"
+	}
+	return what + w.Key
+}
+
+const maxWatchLabel = 64
 
 // startFrom resolves where a subscription starts against what its shard
 // answered. A durable stream starts at latest (the live offset), earliest

@@ -143,6 +143,9 @@ type cacheState struct {
 	watch   watchState // cachewatch.go
 	// compaction is the log's (cachecompact.go).
 	compaction cacheCompaction
+	// writes and reads count the records applied and the reads answered
+	// since the shard started (cachestatus.go).
+	writes, reads uint64
 }
 
 func newCacheState(settings *CacheSettings, cfg ShardConfig) *cacheState {
@@ -224,6 +227,7 @@ func (s *shard) applyCache(env *Envelope) {
 		c.applied = append(c.applied, res)
 	}
 	c.compaction.records += len(env.Payloads)
+	c.writes += uint64(len(env.Payloads))
 }
 
 // cacheResult is the answer to the one-record cache publish just applied.
@@ -328,6 +332,7 @@ func (s *shard) handleCacheGet(ctx actor.Context, msg *CacheGet) {
 		ctx.Respond(&CacheReadResult{Err: err})
 		return
 	}
+	s.cache.reads++
 	e, ok := s.cache.index.Get(msg.Key, s.now().UnixNano())
 	ctx.Respond(&CacheReadResult{Entry: e, Found: ok})
 }
@@ -337,6 +342,7 @@ func (s *shard) handleCacheList(ctx actor.Context, msg *CacheList) {
 		ctx.Respond(&CacheReadResult{Err: err})
 		return
 	}
+	s.cache.reads++
 	page, next := s.cache.index.List(msg.Prefix, msg.After, msg.Limit, s.now().UnixNano())
 	ctx.Respond(&CacheReadResult{Page: page, Next: next})
 }
@@ -346,6 +352,7 @@ func (s *shard) handleCounterGet(ctx actor.Context, msg *CounterGet) {
 		ctx.Respond(&CacheReadResult{Err: err})
 		return
 	}
+	s.cache.reads++
 	c, ok := s.cache.index.Counter(msg.Key)
 	ctx.Respond(&CacheReadResult{Counter: c, Found: ok})
 }
@@ -355,6 +362,7 @@ func (s *shard) handleStateGet(ctx actor.Context, msg *StateGet) {
 		ctx.Respond(&CacheReadResult{Err: err})
 		return
 	}
+	s.cache.reads++
 	ls, at := s.cache.index.StateGet(msg.Keys, s.now().UnixNano())
 	ctx.Respond(&CacheReadResult{Lookups: ls, Applied: at})
 }

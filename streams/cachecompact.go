@@ -107,8 +107,13 @@ type cacheCompaction struct {
 	// growAfter: the next compaction waits for the log to reach it.
 	growAfter uint64
 	running   bool
-	worker    worker
-	result    chan *compactionResult // capacity 1: the worker's one answer
+	// count, last and lastAt: the compactions committed since the shard
+	// started, the last one and when (cachestatus.go).
+	count  int
+	last   *CacheCompacted
+	lastAt time.Time
+	worker worker
+	result chan *compactionResult // capacity 1: the worker's one answer
 }
 
 // compactionResult is a worker's answer.
@@ -291,8 +296,10 @@ func (s *shard) handleCacheCompactionDone() {
 	took := time.Since(res.started)
 	s.logger.Debug().Uint64("horizon", res.horizon).Int("records_removed", stats.RecordsRemoved).
 		Int64("bytes_removed", stats.BytesRemoved).Dur("took", took).Msg("cache compacted")
+	done := &CacheCompacted{CompactionStats: stats, Horizon: res.horizon, Took: took}
+	c.count, c.last, c.lastAt = c.count+1, done, time.Now()
 	if s.cfg.OnCacheCompacted != nil {
-		s.cfg.OnCacheCompacted(&CacheCompacted{CompactionStats: stats, Horizon: res.horizon, Took: took})
+		s.cfg.OnCacheCompacted(done)
 	}
 }
 

@@ -130,6 +130,10 @@ func testCacheCompaction(t *testing.T, history int) {
 		t.Fatalf("compaction %+v removed nothing", c)
 	}
 	checkCompactedLog(t, plog, log, c.Horizon, history)
+	res, err := ts.sys.Root.RequestFuture(ts.ref.PID, &CacheStatus{}, eventTimeout).Result()
+	if st, _ := res.(*CacheStatusResult); err != nil || st == nil || st.Compactions < 1 || st.LastCompaction == nil || st.LastCompactionAt.IsZero() || st.Floor < c.Horizon {
+		t.Errorf("status after a compaction: %+v, %v; want it counted, with its horizon %d as the floor", st, err, c.Horizon)
+	}
 	before := readCacheState(t, ts, keys)
 
 	if err := ts.sys.Root.StopFuture(ts.sup).Wait(); err != nil {

@@ -68,7 +68,7 @@ type RegistryConfig struct {
 	// inside the registry's Receive and must not block.
 	Place func(def Def, shard uint32) (Fence, error)
 	// OnSpawned, when set, is told of each new shard (for the directory).
-	OnSpawned func(pid *actor.PID, mb *actors.Mailbox, scope wire.Scope, shard uint32)
+	OnSpawned func(pid *actor.PID, mb *actors.Mailbox, def Def, shard uint32)
 	// NotLoaded, set on a cluster member, says the definitions arrive by
 	// DefsChanged, the cluster's as of a join once DefsLoaded follows:
 	// until then a stream the registry has not heard of may well exist,

@@ -368,6 +368,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.handleExpireDue()
 	case *CacheFloor:
 		s.handleCacheFloor(ctx)
+	case *CacheStatus:
+		s.handleCacheStatus(ctx)
 	case *cacheCompactionDone:
 		s.handleCacheCompactionDone()
 	case *actor.Stopped:

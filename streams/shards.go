@@ -187,7 +187,7 @@ func (s *shardSupervisor) handleSpawnShard(ctx actor.Context, msg *spawnShard) {
 	}
 	ref.PID = pid
 	if s.cfg.OnSpawned != nil {
-		s.cfg.OnSpawned(pid, ref.Mailbox, msg.def.Scope, msg.shard)
+		s.cfg.OnSpawned(pid, ref.Mailbox, msg.def, msg.shard)
 	}
 	ctx.Watch(pid)
 	s.shards[key] = ref

@@ -315,7 +315,7 @@ func printTree(w io.Writer, list []broker.ActorInfo, flat bool) {
 		if a.LastFailure != nil {
 			line += fmt.Sprintf(" (last failure %s: %s)", a.LastFailure.At.Format(time.TimeOnly), a.LastFailure.Reason)
 		}
-		for _, k := range []string{"stream", "shard", "subscription", "conn", "lane", "remote"} {
+		for _, k := range []string{"stream", "cache", "shard", "watch", "subscription", "conn", "lane", "remote"} {
 			if v, ok := a.Labels[k]; ok {
 				line += fmt.Sprintf(" %s=%s", k, v)
 			}
