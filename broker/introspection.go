@@ -10,6 +10,7 @@ import (
 	"github.com/getfelix/felix-go/authgate"
 	"github.com/getfelix/felix-go/cluster"
 	"github.com/getfelix/felix-go/service"
+	"github.com/getfelix/felix-go/streams"
 	"github.com/getfelix/felix-go/wire"
 )
 
