@@ -322,7 +322,12 @@ func TestPubCount(t *testing.T) {
 func TestPubCountFireAndForget(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
-	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "ff", "--count", "1000")
+	// The stream's subscriber queue drops new batches when full, and a
+	// fire-and-forget publisher outruns a starved `felix sub`: a queue of
+	// one batch per message keeps what this test checks (pub sends all of
+	// them before it exits) apart from the policy's drops.
+	sub := start(t, opts{}, "sub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "ff", "--count", "1000",
+		"--queue-capacity", "1000")
 	sub.waitStderrLine(t, "subscribed")
 	pub := runFelix(t, opts{}, "pub", "--broker", b.addr, "--ca", b.ca, "--token", b.token, "--stream", "ff",
 		"--count", "1000", "--size", "16", "--ack", "none")
