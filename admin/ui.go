@@ -14,7 +14,7 @@ import (
 // uiFiles is the live tree page: plain HTML, CSS and JavaScript, embedded so
 // the admin endpoint serves it with no build step and no external asset.
 //
-//go:embed ui/index.html ui/stream.html ui/cache.html ui/live.html ui/common.js
+//go:embed ui/index.html ui/stream.html ui/cache.html ui/live.html ui/common.js ui/pages.css
 var uiFiles embed.FS
 
 // uiConfig tells the page what the broker allows, so it shows only what
@@ -49,6 +49,7 @@ func (rt *routes) uiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ui/stream", uiPage("ui/stream.html", "text/html; charset=utf-8"))
 	mux.HandleFunc("GET /ui/cache", uiPage("ui/cache.html", "text/html; charset=utf-8"))
 	mux.HandleFunc("GET /ui/common.js", uiPage("ui/common.js", "text/javascript; charset=utf-8"))
+	mux.HandleFunc("GET /ui/pages.css", uiPage("ui/pages.css", "text/css; charset=utf-8"))
 	mux.HandleFunc("GET /ui/live", rt.livePage())
 	mux.HandleFunc("GET /ui/felix.js", jsModule("felix.js"))
 	mux.HandleFunc("GET /ui/msgpack.js", jsModule("msgpack.js"))
@@ -132,7 +133,7 @@ func servePage(page []byte, contentType string, connect func(*http.Request) stri
 		h.Set("Cache-Control", "no-cache")
 		// Everything the pages need is inline or same-origin (the script
 		// they share, /ui/common.js; the client modules, /ui/felix.js).
-		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; connect-src "+connect(r)+"; img-src 'self' data:")
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; connect-src "+connect(r)+"; img-src 'self' data:")
 		h.Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(page)
 	}

@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/chromedp/chromedp"
 
 	"github.com/getfelix/felix-go/admin/ui/browsertest"
 	"github.com/getfelix/felix-go/brokertest"
@@ -83,52 +80,9 @@ wt.ready.then(async () => {
 		if got := browsertest.Eval[string](p, `document.getElementById("transport").textContent`); got != "webtransport" {
 			t.Fatalf("the page says it is on %q, want webtransport", got)
 		}
-		const n = 100
-		msg := func(i int) string { return fmt.Sprintf("go-%d", i) }
-		for i := range n {
-			if err := gc.Publish(ctx, st, []byte(msg(i)), client.PublishOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want := wantItems(0, n, msg)
-		p.Await(fmt.Sprintf("%d records", n), func() bool { return len(browsertest.Eval[[]string](p, liveItems)) >= n })
-		if got := browsertest.Eval[[]string](p, liveItems); strings.Join(got, ",") != strings.Join(want, ",") {
-			t.Fatalf("the page shows %v, want %v", got, want)
-		}
-		gsub, err := gc.Subscribe(ctx, st, client.SubscribeOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Do("publish from the page", chromedp.SendKeys(chromedp.CSS("#payload"), "from-the-page"), chromedp.Click(chromedp.CSS(`#publish button`)))
-		ev, err := gsub.Next(ctx)
-		if err != nil || string(ev.Payload) != "from-the-page" || ev.Offset != n {
-			t.Fatalf("the Go subscriber got %q at %d (%v), want from-the-page at %d", ev.Payload, ev.Offset, err, n)
-		}
-		p.Await("the page's own record", func() bool { return len(browsertest.Eval[[]string](p, liveItems)) == n+1 })
-
-		// The same ports (the UDP one too) after a restart: the page
-		// fetches the new certificate's hash, reconnects over WebTransport
-		// and resumes after the last offset it showed.
-		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		adminAddr, browserAddr, wtAddr := b.AdminAddr().String(), b.BrowserAddr().String(), b.BrowserWebTransportAddr().String()
-		if err := b.Stop(stopCtx); err != nil {
-			t.Fatal(err)
-		}
-		cfg.Admin, cfg.BrowserListen, cfg.BrowserWebTransportListen = adminAddr, browserAddr, wtAddr
-		b2 := brokertest.Start(t, cfg)
-		gc2 := brokertest.Dial(t, b2, cfg)
-		after := func(i int) string { return fmt.Sprintf("after-%d", i) }
-		for i := n + 1; i < n+21; i++ {
-			if err := gc2.Publish(ctx, st, []byte(after(i)), client.PublishOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want = append(append(want, fmt.Sprintf("%d:from-the-page", n)), wantItems(n+1, n+21, after)...)
-		p.Await("the records published after the restart", func() bool { return len(browsertest.Eval[[]string](p, liveItems)) >= len(want) })
-		if got := browsertest.Eval[[]string](p, liveItems); strings.Join(got, ",") != strings.Join(want, ",") {
-			t.Fatalf("after the restart the page shows %v, want %v", got, want)
-		}
+		// The restart gives the broker a new certificate: the page fetches
+		// its hash and is back on WebTransport.
+		liveRoundTrip(t, ctx, p, cfg, b, gc, st)
 		if got := browsertest.Eval[string](p, `document.getElementById("transport").textContent`); got != "webtransport" {
 			t.Fatalf("after the restart the page is on %q, want webtransport (title: %q)", got, browsertest.Eval[string](p, `document.getElementById("transport").title`))
 		}

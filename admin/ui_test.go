@@ -168,6 +168,11 @@ func TestUIStream(t *testing.T) {
 	if u := browsertest.Eval[string](p, `location.pathname + location.search`); u != "/ui/stream?tenant=default&ns=default&stream=orders" {
 		t.Errorf("the link led to %s", u)
 	}
+	// The frame's style sheet is its own file (shared with the cache page),
+	// which the page's Content-Security-Policy must let in.
+	if bg := browsertest.Eval[string](p, `getComputedStyle(document.querySelector("header")).backgroundColor`); bg != "rgb(29, 35, 48)" {
+		t.Errorf("the stream page's header is %s: /ui/pages.css did not apply", bg)
+	}
 	// The groups' state stream is the broker's own: its label is no link
 	// (its page would be refused).
 	p.Do("back to the tree", chromedp.Navigate(brokertest.AdminURL(t, b, "/ui")))
@@ -247,6 +252,9 @@ func TestUICache(t *testing.T) {
 	p.Await("the cache page's shards", func() bool { return browsertest.Eval[int](p, `document.querySelectorAll("tr.shard").length`) == 2 })
 	if u := browsertest.Eval[string](p, `location.pathname + location.search`); u != "/ui/cache?tenant=default&ns=default&cache=sessions" {
 		t.Errorf("the link led to %s", u)
+	}
+	if bg := browsertest.Eval[string](p, `getComputedStyle(document.querySelector("header")).backgroundColor`); bg != "rgb(29, 35, 48)" {
+		t.Errorf("the cache page's header is %s: /ui/pages.css did not apply", bg)
 	}
 	const watches = `(() => [...document.querySelectorAll("tr.shard td.watches")].reduce((s, td) => s + Number(td.dataset.count), 0))()`
 	p.Await("a watch on each shard", func() bool { return browsertest.Eval[int](p, watches) == 2 })

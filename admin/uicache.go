@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -113,38 +112,7 @@ type WatchView struct {
 }
 
 func (rt *routes) handleCacheView(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	scope := wire.Scope{Tenant: q.Get("tenant"), Namespace: q.Get("ns"), Stream: q.Get("cache")}
-	if scope.Namespace == "" {
-		scope.Namespace = "default"
-	}
-	if err := scope.Validate(); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "name the cache: ?tenant=T&ns=N&cache=C (" + err.Error() + ")"})
-		return
-	}
-	var from uint64
-	if s := q.Get("from"); s != "" {
-		var err error
-		if from, err = strconv.ParseUint(s, 10, 32); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "from must be a shard number"})
-			return
-		}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	v, err := rt.cacheView(ctx, scope, uint32(from))
-	if err != nil {
-		status := http.StatusServiceUnavailable
-		switch {
-		case errors.Is(err, wire.ErrNotFound):
-			status = http.StatusNotFound
-		case errors.Is(err, wire.ErrInvalidRequest):
-			status = http.StatusBadRequest
-		}
-		writeJSON(w, status, map[string]string{"error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
+	serveShardView(w, r, "cache", rt.cacheView)
 }
 
 // errNoCache answers a name that is a stream, not a cache: for this page

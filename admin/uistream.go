@@ -120,38 +120,7 @@ const (
 )
 
 func (rt *routes) handleStreamView(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	scope := wire.Scope{Tenant: q.Get("tenant"), Namespace: q.Get("ns"), Stream: q.Get("stream")}
-	if scope.Namespace == "" {
-		scope.Namespace = "default"
-	}
-	if err := scope.Validate(); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "name the stream: ?tenant=T&ns=N&stream=S (" + err.Error() + ")"})
-		return
-	}
-	var from uint64
-	if s := q.Get("from"); s != "" {
-		var err error
-		if from, err = strconv.ParseUint(s, 10, 32); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "from must be a shard number"})
-			return
-		}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	v, err := rt.streamView(ctx, scope, uint32(from))
-	if err != nil {
-		status := http.StatusServiceUnavailable
-		switch {
-		case errors.Is(err, wire.ErrNotFound):
-			status = http.StatusNotFound
-		case errors.Is(err, wire.ErrInvalidRequest):
-			status = http.StatusBadRequest
-		}
-		writeJSON(w, status, map[string]string{"error": err.Error()})
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
+	serveShardView(w, r, "stream", rt.streamView)
 }
 
 // streamView gathers the stream page's document. It never creates a
