@@ -209,6 +209,7 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	limits := quota.Config{
 		MaxConnections:             cfg.MaxClientConnections,
 		MaxConnectionsPerIP:        cfg.MaxConnectionsPerIP,
+		MaxTenantConnections:       cfg.TenantMaxConnections,
 		MaxPreAuthConnections:      cfg.MaxPreAuthConnections,
 		MaxPreAuthConnectionsPerIP: cfg.MaxPreAuthConnectionsPerIP,
 		PublishBytesPerSec:         cfg.TenantPublishBytesPerSec,
@@ -225,7 +226,7 @@ func New(cfg config.Config, opts ...Option) (*Broker, error) {
 	b.authFailures = quota.NewAuthFailures(limits)
 	b.metrics.WatchAdmission(func() metrics.Admission {
 		pre, _ := b.conns.PreAuth()
-		authenticated, _ := b.conns.Open()
+		authenticated, _, _ := b.conns.Open()
 		return metrics.Admission{PreAuth: pre, Authenticated: authenticated, FailingAddresses: b.authFailures.Addresses()}
 	})
 	return b, nil

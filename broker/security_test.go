@@ -414,6 +414,50 @@ func TestQuotas(t *testing.T) {
 	}
 }
 
+// TestTenantMaxConnections: one tenant at tenant_max_connections is refused
+// a connection naming the limit and its tenant, another tenant on the same
+// address is not, and a closed connection gives its tenant the place back.
+func TestTenantMaxConnections(t *testing.T) {
+	cfg := brokertest.Config(t)
+	cfg.TenantMaxConnections = 2
+	b := brokertest.Start(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func(tenant string) (*client.Client, error) {
+		return client.Dial(ctx, b.Addr().String(), client.Options{CAFile: cfg.DataDir + "/cert.pem", Tenant: tenant, Token: brokertest.Token(t, cfg, tenant)})
+	}
+	first := brokertest.DialOptions(t, b, cfg, client.Options{Tenant: "a"})
+	brokertest.DialOptions(t, b, cfg, client.Options{Tenant: "a"})
+	_, err := dial("a")
+	if !errors.Is(err, wire.ErrLimitExceeded) || !strings.Contains(err.Error(), `tenant_max_connections 2 reached for tenant "a"`) {
+		t.Fatalf("a third connection of tenant a with tenant_max_connections 2: %v, want limit_exceeded naming the limit and the tenant", err)
+	}
+	other, err := dial("b")
+	if err != nil {
+		t.Fatalf("tenant b beside a full tenant a: %v", err)
+	}
+	defer other.Close(ctx)
+	if err := first.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The broker releases the place when it has seen the connection end,
+	// which the client's Close does not wait for: the next dial is retried
+	// until then, under the test's deadline.
+	for {
+		again, err := dial("a")
+		if err == nil {
+			again.Close(ctx)
+			break
+		}
+		if !errors.Is(err, wire.ErrLimitExceeded) || ctx.Err() != nil {
+			t.Fatalf("tenant a after one of its connections closed: %v", err)
+		}
+	}
+	if got := brokertest.Value(t, b, "felix_quota_refused_total", "limit", "tenant_max_connections"); got == 0 {
+		t.Error(`felix_quota_refused_total{limit="tenant_max_connections"} = 0 after a refusal`)
+	}
+}
+
 // TestAuthNone: an open broker serves a client with no token on loopback,
 // and refuses to start on another address unless told it is meant.
 func TestAuthNone(t *testing.T) {

@@ -85,7 +85,7 @@ func (b *Broker) openSession(ctx context.Context, client service.Client, p *auth
 	// Authenticated: the connection now counts against the authenticated
 	// bounds, which no unauthenticated one holds a place in; the front end
 	// gives back its pre-auth slot once Open returns.
-	releaseSlot, err := b.conns.Acquire(quota.RemoteIP(client.Remote))
+	releaseSlot, err := b.conns.Acquire(quota.RemoteIP(client.Remote), client.Tenant)
 	if err != nil {
 		return nil, err
 	}

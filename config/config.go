@@ -92,6 +92,10 @@ type Config struct {
 	// MaxConnectionsPerIP bounds authenticated connections from one IP
 	// address (512). 0 = no bound.
 	MaxConnectionsPerIP int `yaml:"max_connections_per_ip" help:"authenticated client connections from one IP address; past it an authentication is refused limit_exceeded; 0 = no bound"`
+	// TenantMaxConnections bounds one tenant's authenticated connections
+	// over every address, so one tenant cannot take every place of
+	// max_client_connections from the others. 0 = off.
+	TenantMaxConnections int `yaml:"tenant_max_connections" help:"authenticated client connections one tenant may have, from every address; past it an authentication is refused limit_exceeded; 0 = off"`
 	// MaxPreAuthConnections bounds connections that have not authenticated
 	// yet, apart from the authenticated ones (1024); at the bound the
 	// oldest of them is closed to admit a new one. 0 = no bound.

@@ -301,6 +301,7 @@ func TestValidateRefuses(t *testing.T) {
 		{func(c *Config) { c.KafkaIdleTimeout = 0 }, "kafka_idle_timeout_ms"},
 		{func(c *Config) { c.MaxClientConnections = -1 }, "max_client_connections"},
 		{func(c *Config) { c.MaxConnectionsPerIP = -1 }, "max_connections_per_ip"},
+		{func(c *Config) { c.TenantMaxConnections = -1 }, "tenant_max_connections"},
 		{func(c *Config) { c.MaxPreAuthConnections = -1 }, "max_preauth_connections"},
 		{func(c *Config) { c.MaxPreAuthConnectionsPerIP = -1 }, "max_preauth_connections_per_ip"},
 		{func(c *Config) { c.AuthFailureBurst = -1 }, "auth_failure_burst"},

@@ -111,6 +111,7 @@ func (c Config) validateEdge(ck *checker) {
 	// Quotas: 0 turns each off, so only a negative value is a mistake.
 	ck.atLeast("max_client_connections", int64(c.MaxClientConnections), 0)
 	ck.atLeast("max_connections_per_ip", int64(c.MaxConnectionsPerIP), 0)
+	ck.atLeast("tenant_max_connections", int64(c.TenantMaxConnections), 0)
 	ck.atLeast("max_preauth_connections", int64(c.MaxPreAuthConnections), 0)
 	ck.atLeast("max_preauth_connections_per_ip", int64(c.MaxPreAuthConnectionsPerIP), 0)
 	ck.atLeast("auth_failure_burst", int64(c.AuthFailureBurst), 0)

@@ -18,9 +18,9 @@ import (
 // on a logical clock. Regenerate with -rewrite, and commit only changes
 // you understand.
 //
-//	connections preauth=N preauth-per-ip=N max=N per-ip=N   a new Connections
+//	connections preauth=N preauth-per-ip=N max=N per-ip=N per-tenant=N   a new Connections
 //	preauth name ip                                           AcquirePreAuth
-//	auth name ip                                              Acquire
+//	auth name ip [tenant=T]                                   Acquire (tenant "t" unless named)
 //	release name                                              the named release
 //	failures burst=N interval=D addresses=N                   a new AuthFailures
 //	fail ip / allow ip                                        Failed / Allow at the clock
@@ -49,7 +49,13 @@ func (tr *admissionTrace) run(t *testing.T, d *datadriven.TestData) string {
 		d.MaybeScanArgs(t, "preauth-per-ip", &cfg.MaxPreAuthConnectionsPerIP)
 		d.MaybeScanArgs(t, "max", &cfg.MaxConnections)
 		d.MaybeScanArgs(t, "per-ip", &cfg.MaxConnectionsPerIP)
-		tr.conns = NewConnections(cfg, WithOnRefused(func(_, reason string) { tr.displaced = append(tr.displaced, "counted "+reason) }))
+		d.MaybeScanArgs(t, "per-tenant", &cfg.MaxTenantConnections)
+		tr.conns = NewConnections(cfg, WithOnRefused(func(tenant, reason string) {
+			if tenant != "" {
+				reason += " of tenant " + tenant
+			}
+			tr.displaced = append(tr.displaced, "counted "+reason)
+		}))
 		tr.releases = make(map[string]func())
 		return ""
 	case "preauth", "auth":
@@ -59,7 +65,9 @@ func (tr *admissionTrace) run(t *testing.T, d *datadriven.TestData) string {
 		if d.Cmd == "preauth" {
 			release, err = tr.conns.AcquirePreAuth(ip, func() { tr.displaced = append(tr.displaced, "displaced "+name) })
 		} else {
-			release, err = tr.conns.Acquire(ip)
+			tenant := "t"
+			d.MaybeScanArgs(t, "tenant", &tenant)
+			release, err = tr.conns.Acquire(ip, tenant)
 		}
 		out := tr.drainDisplaced()
 		if err != nil {
@@ -111,8 +119,8 @@ func (tr *admissionTrace) state() string {
 	var b strings.Builder
 	if tr.conns != nil {
 		pre, preAddrs := tr.conns.PreAuth()
-		conns, addrs := tr.conns.Open()
-		fmt.Fprintf(&b, "preauth %d from %d addresses; authenticated %d from %d addresses\n", pre, preAddrs, conns, addrs)
+		conns, addrs, tenants := tr.conns.Open()
+		fmt.Fprintf(&b, "preauth %d from %d addresses; authenticated %d from %d addresses of %d tenants\n", pre, preAddrs, conns, addrs, tenants)
 	}
 	if tr.failures != nil {
 		a := tr.failures

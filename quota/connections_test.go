@@ -61,7 +61,7 @@ func TestConnectionsLimits(t *testing.T) {
 				if err != nil {
 					t.Fatalf("acquire %d of %v refused early: %v", i-1, tt.ips, err)
 				}
-				_, err = c.Acquire(ip)
+				_, err = c.Acquire(ip, "t")
 			}
 			if tt.wantReason == "" {
 				if err != nil || len(refused) != 0 {
@@ -82,28 +82,28 @@ func TestConnectionsLimits(t *testing.T) {
 func TestConnectionsReleaseIdempotent(t *testing.T) {
 	ip := netip.MustParseAddr("192.0.2.7")
 	c := NewConnections(Config{MaxConnections: 3, MaxConnectionsPerIP: 2})
-	r1, err := c.Acquire(ip)
+	r1, err := c.Acquire(ip, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := c.Acquire(ip)
+	r2, err := c.Acquire(ip, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r1()
 	r1()
 	r1()
-	if conns, addrs := c.Open(); conns != 1 || addrs != 1 {
-		t.Fatalf("after releasing one of two three times: Open() = %d, %d; want 1, 1", conns, addrs)
+	if conns, addrs, tenants := c.Open(); conns != 1 || addrs != 1 || tenants != 1 {
+		t.Fatalf("after releasing one of two three times: Open() = %d, %d, %d; want 1, 1, 1", conns, addrs, tenants)
 	}
-	if _, err := c.Acquire(ip); err != nil {
+	if _, err := c.Acquire(ip, "t"); err != nil {
 		t.Fatalf("acquire after a release: %v", err)
 	}
-	if _, err := c.Acquire(ip); err == nil {
+	if _, err := c.Acquire(ip, "t"); err == nil {
 		t.Fatal("third connection from one address admitted with max_connections_per_ip 2 (a repeated release counted twice?)")
 	}
 	r2()
-	if conns, _ := c.Open(); conns != 1 {
+	if conns, _, _ := c.Open(); conns != 1 {
 		t.Fatalf("Open() = %d, want 1", conns)
 	}
 }
@@ -116,7 +116,7 @@ func TestConnectionsTableShrinks(t *testing.T) {
 	var open []func()
 	for i := range 10_000 {
 		ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		release, err := c.Acquire(ip)
+		release, err := c.Acquire(ip, "t")
 		if err != nil {
 			t.Fatalf("acquire %d from %s: %v", i, ip, err)
 		}
@@ -125,15 +125,15 @@ func TestConnectionsTableShrinks(t *testing.T) {
 			open[0]()
 			open = open[1:]
 		}
-		if _, addrs := c.Open(); addrs > 4 {
+		if _, addrs, _ := c.Open(); addrs > 4 {
 			t.Fatalf("after %d connections with 4 open, the table holds %d addresses", i+1, addrs)
 		}
 	}
 	for _, release := range open {
 		release()
 	}
-	if conns, addrs := c.Open(); conns != 0 || addrs != 0 || len(c.mu.perIP) != 0 {
-		t.Fatalf("all released: Open() = %d, %d, table %v; want 0, 0, empty", conns, addrs, c.mu.perIP)
+	if conns, addrs, tenants := c.Open(); conns != 0 || addrs != 0 || tenants != 0 || len(c.mu.perIP) != 0 || len(c.mu.perTenant) != 0 {
+		t.Fatalf("all released: Open() = %d, %d, %d, tables %v %v; want 0, 0, 0, empty", conns, addrs, tenants, c.mu.perIP, c.mu.perTenant)
 	}
 }
 
@@ -154,7 +154,7 @@ func TestConnectionsConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range iters {
 				n := (w + i) % ips
-				release, err := c.Acquire(netip.AddrFrom4([4]byte{192, 0, 2, byte(n)}))
+				release, err := c.Acquire(netip.AddrFrom4([4]byte{192, 0, 2, byte(n)}), "t")
 				if err != nil {
 					var r *Refusal
 					if !errors.As(err, &r) {
@@ -184,8 +184,8 @@ func TestConnectionsConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if conns, addrs := c.Open(); conns != 0 || addrs != 0 {
-		t.Fatalf("every connection released: Open() = %d, %d; want 0, 0", conns, addrs)
+	if conns, addrs, tenants := c.Open(); conns != 0 || addrs != 0 || tenants != 0 {
+		t.Fatalf("every connection released: Open() = %d, %d, %d; want 0, 0, 0", conns, addrs, tenants)
 	}
 	t.Logf("refused %d on the total, %d per address", refusedTotal.Load(), refusedIP.Load())
 }

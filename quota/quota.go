@@ -1,8 +1,8 @@
 // Package quota holds the broker's admission limits, which the broker
 // checks once, at its service boundary:
 //
-//   - Connections bounds open client connections, in total and per IP, in
-//     two pools: those still authenticating and those authenticated, so a
+//   - Connections bounds open client connections, in total, per IP and (once
+//     authenticated) per tenant, in two pools: those still authenticating and those authenticated, so a
 //     flood of the first cannot keep out the second.
 //   - AuthFailures throttles an address whose authentications keep failing,
 //     before its credentials are checked.
@@ -42,6 +42,9 @@ type Config struct {
 	// MaxConnectionsPerIP bounds authenticated connections from one
 	// address (max_connections_per_ip).
 	MaxConnectionsPerIP int
+	// MaxTenantConnections bounds one tenant's authenticated connections,
+	// from every address (tenant_max_connections).
+	MaxTenantConnections int
 	// MaxPreAuthConnections bounds connections that have not authenticated
 	// yet (max_preauth_connections); at the bound the oldest is displaced.
 	MaxPreAuthConnections int
@@ -73,8 +76,9 @@ type Config struct {
 // Reasons name the limit a refusal hit. They are the knob names, so a
 // metric labelled with one tells the operator which knob to look at.
 const (
-	ReasonConnections      = "max_client_connections"
-	ReasonConnectionsPerIP = "max_connections_per_ip"
+	ReasonConnections       = "max_client_connections"
+	ReasonConnectionsPerIP  = "max_connections_per_ip"
+	ReasonTenantConnections = "tenant_max_connections"
 	// ReasonPreAuthConnections is a pre-auth connection displaced by a
 	// newer one, not a refusal of the newcomer.
 	ReasonPreAuthConnections      = "max_preauth_connections"
@@ -90,7 +94,7 @@ const (
 // *wire.Error this package returns. It never travels; its facts are in the
 // wire error's message.
 type Refusal struct {
-	Tenant string // empty for connection limits, which come before a tenant is known
+	Tenant string // empty for the limits that do not count by tenant
 	Reason string // one of the Reason* constants
 	Limit  int64  // the limit's configured value
 	// RetryAfter is when the refused publish would pass if nothing else
