@@ -69,8 +69,17 @@ func OpenStorage(log EntryLog, dir string) (*Storage, error) {
 		return nil, err
 	}
 	s := &Storage{log: log, dir: dir, hs: hs, cs: cs, w: newWindow(0, 0, log.StartOffset())}
-	if err := s.rebuildWindow(); err != nil {
+	compacted, err := s.rebuildWindow()
+	if err != nil {
 		return nil, err
+	}
+	// Compaction rewrites only applied entries, so the last one it
+	// rewrote was committed even if raft.state, written lazily, says
+	// less; raft needs its commit index at least at the compaction point.
+	// (Without a raft.state raft takes the compaction point as committed.)
+	if !raft.IsEmptyHardState(hs) && compacted > hs.Commit {
+		hs.Commit = compacted
+		s.hs = hs
 	}
 	// raft panics on a commit index outside its log; say why instead.
 	if hs.Commit > s.w.lastIndex() || (!raft.IsEmptyHardState(hs) && hs.Commit < s.w.first) {
@@ -84,10 +93,13 @@ func OpenStorage(log EntryLog, dir string) (*Storage, error) {
 // rebuildWindow reads every entry header in the log. When the log no
 // longer starts at index 1 (retention removed its head), its first entry
 // becomes the compaction point: raft then knows that entry's term, which it
-// needs to match the next one.
-func (s *Storage) rebuildWindow() error {
+// needs to match the next one. The last entry compaction rewrote (whose
+// index it returns, 0 for none) is the compaction point if it is later:
+// its records are no longer the ones raft replicated, so neither it nor
+// an entry before it is served again, and a follower that lacks them
+// copies this replica's segments instead.
+func (s *Storage) rebuildWindow() (compacted uint64, err error) {
 	first := true
-	var err error
 	herr := s.log.EntryHeaders(s.log.StartOffset(), func(e Entry) bool {
 		switch {
 		case first && e.Index > 1:
@@ -98,6 +110,9 @@ func (s *Storage) rebuildWindow() error {
 		default:
 			s.w.append(e.Term, e.Base)
 		}
+		if e.Compacted {
+			compacted = e.Index
+		}
 		first = false
 		if e.Kind == EntryRecords && e.Time.After(s.lastTime) {
 			s.lastTime = e.Time
@@ -105,9 +120,12 @@ func (s *Storage) rebuildWindow() error {
 		return true
 	})
 	if herr != nil {
-		return fmt.Errorf("replication: read entry headers: %w", herr)
+		return 0, fmt.Errorf("replication: read entry headers: %w", herr)
 	}
-	return err
+	if err == nil && compacted > s.w.first {
+		s.w.compact(compacted)
+	}
+	return compacted, err
 }
 
 // Committed is the commit index the storage holds (its HardState's, which

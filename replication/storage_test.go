@@ -3,13 +3,17 @@ package replication
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/getfelix/felix-go/persistence"
 )
 
 const noLimit = math.MaxUint64
@@ -29,7 +33,7 @@ func recordsEntry(t *testing.T, index, term uint64, records ...string) raftpb.En
 	return raftpb.Entry{Index: index, Term: term, Type: raftpb.EntryNormal, Data: data}
 }
 
-func openTestStorage(t testing.TB, l *memLog, dir string) *Storage {
+func openTestStorage(t testing.TB, l EntryLog, dir string) *Storage {
 	t.Helper()
 	s, err := OpenStorage(l, dir)
 	if err != nil {
@@ -480,5 +484,85 @@ func TestStorageServesRecentEntriesWithoutReading(t *testing.T) {
 	fromLog, err := s.Entries(1, 4, noLimit)
 	if err != nil || !reflect.DeepEqual(fromLog, append(ents[:2:2], replaced)) {
 		t.Fatalf("the log gives %v, %v; memory gave the same entries", fromLog, err)
+	}
+}
+
+// TestStorageReopensACompactedLog: a real log whose first entries
+// compaction rewrote reopens with the last rewritten entry as its
+// compaction point (it and those before it are never served again: their
+// records are not the ones raft replicated), the entries after it served
+// as written, and a raft.state whose lazily written commit index is below
+// that point raised to it, since compaction only rewrites applied
+// entries.
+func TestStorageReopensACompactedLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := persistence.Config{SegmentBytes: 256, Fsync: persistence.FsyncOnCommit}
+	l, err := persistence.Open(filepath.Join(dir, "log"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openTestStorage(t, l, dir)
+	var ents []raftpb.Entry
+	for i := uint64(1); i <= 30; i++ {
+		ents = append(ents, recordsEntry(t, i, 1+i/10, fmt.Sprintf("key-%d", i%4), fmt.Sprintf("value-%d", i)))
+	}
+	if err := s.Append(ents); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHardState(raftpb.HardState{Term: 4, Commit: 30}); err != nil {
+		t.Fatal(err)
+	}
+	// raft.state keeps commit 3: only term and vote changes write it.
+	if err := writeState(dir, raftpb.HardState{Term: 4, Commit: 3}, raftpb.ConfState{}); err != nil {
+		t.Fatal(err)
+	}
+	// Entry 12 starts at offset 22: compact below it, dropping the
+	// even offsets.
+	const horizon = 22
+	c, err := l.PrepareCompaction(horizon, func(off uint64, v []byte) ([]byte, bool, error) { return v, off%2 == 1, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Horizon() < 4 {
+		t.Fatalf("compaction prepared below %d: the test's log rewrote nothing", c.Horizon())
+	}
+	if _, err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var lastCompacted uint64
+	if err := l.EntryHeaders(l.StartOffset(), func(e Entry) bool {
+		if e.Compacted {
+			lastCompacted = e.Index
+		}
+		return true
+	}); err != nil || lastCompacted == 0 {
+		t.Fatalf("no compacted entry after the compaction (%v)", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if l, err = persistence.Open(filepath.Join(dir, "log"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	again := openTestStorage(t, l, dir)
+	first, _ := again.FirstIndex()
+	last, _ := again.LastIndex()
+	if first != lastCompacted+1 || last != 30 {
+		t.Fatalf("reopened: entries [%d, %d], want [%d, 30]", first, last, lastCompacted+1)
+	}
+	if term, err := again.Term(lastCompacted); err != nil || term != ents[lastCompacted-1].Term {
+		t.Fatalf("Term(%d) of the compaction point = %d, %v; want %d", lastCompacted, term, err, ents[lastCompacted-1].Term)
+	}
+	if _, err := again.Entries(lastCompacted, lastCompacted+1, noLimit); err != raft.ErrCompacted {
+		t.Fatalf("Entries of the last compacted entry: %v, want ErrCompacted", err)
+	}
+	got, err := again.Entries(first, last+1, noLimit)
+	if err != nil || !reflect.DeepEqual(got, ents[first-1:]) {
+		t.Fatalf("Entries(%d, 31) = %v, %v; want the entries as appended", first, got, err)
+	}
+	if hs, _, _ := again.InitialState(); hs.Commit != lastCompacted || hs.Term != 4 {
+		t.Fatalf("InitialState commits %d in term %d, want %d in term 4", hs.Commit, hs.Term, lastCompacted)
 	}
 }
