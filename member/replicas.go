@@ -325,6 +325,10 @@ func (s *shardReplica) refreshSet() {
 	}
 }
 
+// CompactableEnd is where a cache shard's compaction must stop: below
+// it, raft serves no entry and every entry is applied.
+func (s *shardReplica) CompactableEnd() uint64 { return s.r.CompactableEnd() }
+
 // AppliedEnd is where the shard starts: what the storage knew committed.
 func (s *shardReplica) AppliedEnd() uint64 { return s.applied.Load() }
 

@@ -678,6 +678,13 @@ func (r *Replica) CompactBehind(keep uint64) {
 	}
 }
 
+// CompactableEnd is the offset below which the application may compact
+// the log (persistence's PrepareCompaction): the records of entries this
+// replica applied and raft no longer serves, so nothing raft may still
+// send a follower, or truncate, is rewritten. It moves with the
+// compaction point (CompactBehind, EnforceRetention).
+func (r *Replica) CompactableEnd() uint64 { return r.storage.compactableEnd() }
+
 // EnforceRetention applies the log's retention to entries this replica
 // applied, and moves the compaction point to the log's new first entry.
 func (r *Replica) EnforceRetention(now time.Time) (int, error) {

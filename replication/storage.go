@@ -358,6 +358,24 @@ func (s *Storage) Compact(index uint64) error {
 	return nil
 }
 
+// compactableEnd is the offset below which the log may be compacted: the
+// records of the entries raft no longer serves (up to the compaction
+// point, since it answers ErrCompacted below it and sends a snapshot) and
+// that the replica applied (so committed: never truncated). The first
+// entry after both starts there.
+func (s *Storage) compactableEnd() uint64 {
+	// The compaction point's slot keeps its entry's base too (an entry
+	// of the log whenever the point is past index 0).
+	through := min(s.w.first, s.applied)
+	if s.w.has(through + 1) {
+		return s.w.at(through + 1).base
+	}
+	if through >= s.w.lastIndex() && !s.empty() {
+		return s.log.NextOffset()
+	}
+	return s.log.StartOffset()
+}
+
 // compactBehind moves the compaction point to keep entries behind the
 // applied index, when that moves it forward.
 func (s *Storage) compactBehind(keep uint64) {

@@ -566,3 +566,32 @@ func TestStorageReopensACompactedLog(t *testing.T) {
 		t.Fatalf("InitialState commits %d in term %d, want %d in term 4", hs.Commit, hs.Term, lastCompacted)
 	}
 }
+
+// TestStorageCompactableEnd: the log may be compacted below the first
+// entry raft still serves or the replica has not applied, whichever comes
+// first; a fresh storage offers nothing.
+func TestStorageCompactableEnd(t *testing.T) {
+	if got := openTestStorage(t, newMemLog(), t.TempDir()).compactableEnd(); got != 0 {
+		t.Fatalf("a fresh storage: compactable below %d, want 0", got)
+	}
+	s, _ := fiveEntries(t) // entry i holds the record at offset i-1
+	for _, c := range []struct {
+		applied, compact uint64
+		want             uint64
+	}{
+		{applied: 5, compact: 0, want: 0}, // raft serves every entry
+		{applied: 5, compact: 2, want: 2}, // served from entry 3, at offset 2
+		{applied: 3, compact: 4, want: 3}, // applied through 3: entry 4 at offset 3
+		{applied: 5, compact: 5, want: 5}, // nothing served: the log's end
+	} {
+		s.applied = c.applied
+		if c.compact > s.w.first {
+			if err := s.Compact(c.compact); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := s.compactableEnd(); got != c.want {
+			t.Fatalf("applied %d, compacted to %d: compactable below %d, want %d", c.applied, c.compact, got, c.want)
+		}
+	}
+}

@@ -39,11 +39,14 @@ import (
 // and drops the index's tombstones below the horizon in the same step. A
 // shard that stops first stops the worker and removes its copies.
 //
-// Only unreplicated shards compact: a replicated shard's log is raft's,
-// whose entries the log cannot rewrite (persistence.ErrNotCompactable).
-// Raft's compaction point moves but keeps the records, and a cache takes
-// no retention, so nothing bounds a replicated cache's log yet
-// (docs/OPERATIONS.md says what its compaction needs).
+// A replicated shard's log is raft's: each replica compacts its own, the
+// same rule on each, entry by entry (the log keeps each entry's index,
+// term and span), and its horizon is also held below Replica.
+// CompactableEnd, so nothing raft may still send a follower, or truncate,
+// is rewritten. Horizons differ between replicas (the resume window reads
+// each one's clock, the compaction points differ); reads are by key from
+// the index, which compaction leaves as it was on each, so only a watch's
+// resume sees where a replica's floor is.
 
 // CompactableLog is a Log whose sealed segments compaction can rewrite
 // (the broker's adapter over persistence.Log). A shard whose log is not
@@ -160,7 +163,7 @@ func compactedBelow(log Log) uint64 {
 // maybeCompactCache starts a compaction worker when the rule in this
 // file's doc says one is due.
 func (s *shard) maybeCompactCache() {
-	if s.cache == nil || s.log == nil || s.repl != nil || s.stopping || s.cache.compaction.running {
+	if s.cache == nil || s.log == nil || s.stopping || s.cache.compaction.running {
 		return
 	}
 	log, ok := s.log.(CompactableLog)
@@ -197,9 +200,13 @@ func (s *shard) maybeCompactCache() {
 }
 
 // cacheHorizon is where compaction may reach now: below the resume
-// window, the committed end and the active segment.
+// window, the committed end and the active segment, and on a replicated
+// shard what raft no longer serves.
 func (s *shard) cacheHorizon(log CompactableLog) (uint64, error) {
 	horizon := min(log.Committed(), log.SealedEnd())
+	if s.repl != nil {
+		horizon = min(horizon, s.repl.replica.CompactableEnd())
+	}
 	if w := s.cfg.CacheResumeWindow; w > 0 {
 		recent, err := log.OffsetForTime(time.Now().Add(-w))
 		if err != nil {
