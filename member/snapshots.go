@@ -22,9 +22,10 @@ import (
 // A replica behind its leader's compaction point (retention removed what
 // it lacks, or it is more than snapshotCatchUpEntries behind) catches up
 // from the leader's segments rather than entry by entry: raft's snapshot
-// names the leader's segment files (replication.Storage.Snapshot), and the
-// follower copies their complete batches over the peer link, chunk by
-// chunk, into a staged directory beside its log. It checks the copy by
+// names the leader's segment files and the horizon its log was compacted
+// below (replication.Storage.Snapshot), and the follower copies their
+// complete batches over the peer link, chunk by chunk, into a staged
+// directory beside its log, which takes the leader's horizon. It checks the copy by
 // opening it as a log cut at the snapshot's entry, marks it complete, and
 // stops its shard; the replica starts again on the next placement round,
 // and replication.InstallStaged swaps the copy in before the log opens.
@@ -230,8 +231,8 @@ func (s *snapshots) chunk(ctx context.Context, node, group, file string, off int
 }
 
 // stage copies the snapshot's files from node into dir's staged directory,
-// checks the copy and marks it complete.
-func (s *snapshots) stage(ctx context.Context, node, group, dir string, files []persistence.SegmentFile, meta raftpb.SnapshotMetadata, cfg persistence.Config) error {
+// checks the copy and marks it complete (finishStaged).
+func (s *snapshots) stage(ctx context.Context, node, group, dir string, files []persistence.SegmentFile, compactedBelow uint64, meta raftpb.SnapshotMetadata, cfg persistence.Config) error {
 	staged := dir + replication.StagedSuffix
 	if err := os.RemoveAll(staged); err != nil {
 		return err
@@ -241,6 +242,20 @@ func (s *snapshots) stage(ctx context.Context, node, group, dir string, files []
 	}
 	for _, f := range files {
 		if err := s.copyFile(ctx, node, group, filepath.Join(staged, f.Name), f); err != nil {
+			return err
+		}
+	}
+	return finishStaged(staged, compactedBelow, meta, cfg)
+}
+
+// finishStaged completes a staged copy of the leader's segment files: the
+// leader's compaction horizon written as the copy's own (its segments have
+// the leader's gaps: without it the copy's floor would be its start, and a
+// cache watch resumed inside a gap would miss what compaction dropped
+// there instead of starting over), the copy checked, then marked complete.
+func finishStaged(staged string, compactedBelow uint64, meta raftpb.SnapshotMetadata, cfg persistence.Config) error {
+	if compactedBelow > 0 {
+		if err := persistence.SetCompactedBelow(staged, compactedBelow); err != nil {
 			return err
 		}
 	}
@@ -332,7 +347,7 @@ func (s *shardReplica) startCopy(need *replication.SnapshotNeeded) {
 	if !ok {
 		return
 	}
-	files, err := replication.DecodeSnapshotFiles(need.Data)
+	files, compactedBelow, err := replication.DecodeSnapshotFiles(need.Data)
 	if err != nil {
 		s.log.Warn().Err(err).Str("from", node).Msg("snapshot refused")
 		return
@@ -345,7 +360,7 @@ func (s *shardReplica) startCopy(need *replication.SnapshotNeeded) {
 	snaps, group, dir, meta, cfg := s.m.snaps, s.group, s.dir, need.Metadata, s.logCfg
 	go func() {
 		defer close(c.done)
-		c.err = snaps.stage(ctx, node, group, dir, files, meta, cfg)
+		c.err = snaps.stage(ctx, node, group, dir, files, compactedBelow, meta, cfg)
 	}()
 }
 

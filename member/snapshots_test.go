@@ -2,9 +2,17 @@ package member
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/getfelix/felix-go/persistence"
+	"github.com/getfelix/felix-go/replication"
 )
 
 func TestSnapshotRequestRoundTrip(t *testing.T) {
@@ -58,4 +66,88 @@ func FuzzSnapshotRequest(f *testing.F) {
 			t.Fatalf("%+v does not round-trip: %+v, %v", r, got, err)
 		}
 	})
+}
+
+// TestStagedCopyTakesTheLeaderHorizon: a follower's copy of a compacted
+// leader's segments, installed, opens as a log compacted below the
+// leader's horizon, holding exactly the leader's records: the floor
+// travels with the segments.
+func TestStagedCopyTakesTheLeaderHorizon(t *testing.T) {
+	cfg := persistence.Config{SegmentBytes: 512, Fsync: persistence.FsyncOnCommit}
+	leaderDir := t.TempDir()
+	leader, err := persistence.Open(leaderDir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Close()
+	for i := uint64(1); i <= 60; i++ {
+		if _, err := leader.AppendEntry(persistence.EntryMeta{Index: i, Term: 2}, [][]byte{fmt.Appendf(nil, "record-%d", i)}, time.Now(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := leader.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := leader.PrepareCompaction(40, func(off uint64, v []byte) ([]byte, bool, error) { return v, off%3 == 0, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	horizon := leader.CompactedBelow()
+	if horizon == 0 {
+		t.Fatal("the leader's log did not compact")
+	}
+	last, _ := leader.LastEntry()
+	want := readRecords(t, leader)
+
+	dir := filepath.Join(t.TempDir(), "0")
+	staged := dir + replication.StagedSuffix
+	if err := os.MkdirAll(staged, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range leader.SegmentFiles() {
+		b, err := os.ReadFile(filepath.Join(leaderDir, f.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(staged, f.Name), b[:f.Size], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := finishStaged(staged, horizon, raftpb.SnapshotMetadata{Index: last.Index, Term: last.Term}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if installed, err := replication.InstallStaged(dir); err != nil || !installed {
+		t.Fatalf("InstallStaged: %v, %v", installed, err)
+	}
+	follower, err := persistence.Open(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Close()
+	if got := follower.CompactedBelow(); got != horizon {
+		t.Fatalf("the installed copy is compacted below %d, the leader's log below %d", got, horizon)
+	}
+	if got := readRecords(t, follower); !slices.Equal(got, want) {
+		t.Fatalf("the installed copy holds %v, the leader %v", got, want)
+	}
+}
+
+// readRecords lists a log's records as offset=value.
+func readRecords(t *testing.T, l *persistence.Log) []string {
+	t.Helper()
+	var out []string
+	for next := l.StartOffset(); next < l.NextOffset(); {
+		page, err := l.Read(next, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Records {
+			out = append(out, fmt.Sprintf("%d=%s", r.Offset, r.Value))
+		}
+		next = page.Next
+	}
+	return out
 }

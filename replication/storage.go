@@ -223,14 +223,16 @@ func (s *Storage) FirstIndex() (uint64, error) { return s.w.firstIndex(), nil }
 // follower behind the compaction point. The snapshot is the log itself, up
 // to the applied index: its metadata is that entry's index and term and
 // the ConfState applied with it (exact: conf changes are applied in index
-// order), and Data lists the segment files holding it
-// (EncodeSnapshotFiles), which the follower copies from this replica.
+// order), and Data lists the segment files holding it and the horizon the
+// log was compacted below (EncodeSnapshotFiles), which the follower copies
+// from this replica. The owner's goroutine also commits compactions, so
+// the list and the horizon are of one generation of the files.
 func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
 	index := max(s.applied, s.w.first)
 	if index == 0 || !s.w.has(index) {
 		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	data, err := EncodeSnapshotFiles(s.log.SegmentFiles())
+	data, err := EncodeSnapshotFiles(s.log.SegmentFiles(), s.log.CompactedBelow())
 	if err != nil {
 		return raftpb.Snapshot{}, err
 	}

@@ -273,7 +273,7 @@ func TestStorageCompact(t *testing.T) {
 	if want := (raftpb.SnapshotMetadata{Index: 3, Term: 3, ConfState: cs}); !reflect.DeepEqual(snap.Metadata, want) {
 		t.Errorf("Snapshot after compacting to 3 = %+v, want %+v", snap.Metadata, want)
 	}
-	if files, err := DecodeSnapshotFiles(snap.Data); err != nil || len(files) == 0 {
+	if files, _, err := DecodeSnapshotFiles(snap.Data); err != nil || len(files) == 0 {
 		t.Errorf("the snapshot's segment files: %v, %v", files, err)
 	}
 	// Taken at the applied index once the replica applied past the point.
@@ -564,6 +564,15 @@ func TestStorageReopensACompactedLog(t *testing.T) {
 	}
 	if hs, _, _ := again.InitialState(); hs.Commit != lastCompacted || hs.Term != 4 {
 		t.Fatalf("InitialState commits %d in term %d, want %d in term 4", hs.Commit, hs.Term, lastCompacted)
+	}
+	// A snapshot carries the horizon with the files.
+	again.applied = 30
+	snap, err := again.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, h, err := DecodeSnapshotFiles(snap.Data); err != nil || len(files) == 0 || h != l.CompactedBelow() || h == 0 {
+		t.Fatalf("snapshot: %d files below %d, %v; want the log's horizon %d", len(files), h, err, l.CompactedBelow())
 	}
 }
 
