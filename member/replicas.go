@@ -329,6 +329,17 @@ func (s *shardReplica) refreshSet() {
 // it, raft serves no entry and every entry is applied.
 func (s *shardReplica) CompactableEnd() uint64 { return s.r.CompactableEnd() }
 
+// CopyingSegments says a follower may be copying this replica's segment
+// files: a snapshot went out, or the snapshot service served a chunk of
+// them, within snapshotCopyHold (a follower that hears nothing for that
+// long has given the copy up).
+func (s *shardReplica) CopyingSegments() bool {
+	if time.Since(s.r.LastSnapshotSent()) < snapshotCopyHold {
+		return true
+	}
+	return s.m.snaps != nil && s.m.snaps.servedWithin(s.group, snapshotCopyHold)
+}
+
 // AppliedEnd is where the shard starts: what the storage knew committed.
 func (s *shardReplica) AppliedEnd() uint64 { return s.applied.Load() }
 

@@ -83,7 +83,8 @@ var (
 	// rewrite: stamped plain batches, attributed batches or entries.
 	ErrNotCompactable = errors.New("persistence: the log holds batches compaction does not rewrite")
 	// ErrCompactionStale is a Commit after the segments it rewrote left
-	// the log (retention) or another compaction committed first.
+	// the log (retention), TruncateEntries ran, or a compaction at the
+	// same horizon or a higher one committed first.
 	ErrCompactionStale = errors.New("persistence: the compacted segments changed before the commit")
 )
 
@@ -363,7 +364,9 @@ func (c *Compaction) commitLocked() ([]*segment, error) {
 		return nil, errors.Join(ErrClosed, c.abortLocked())
 	case l.mu.err != nil:
 		return nil, errors.Join(l.mu.err, c.abortLocked())
-	case c.horizon < l.mu.compactedBelow, l.truncations.Load() != c.epoch:
+	case c.horizon <= l.mu.compactedBelow, l.truncations.Load() != c.epoch:
+		// Horizons strictly rise, so each names one generation of the
+		// files (ReadCompactedBelow).
 		return nil, errors.Join(ErrCompactionStale, c.abortLocked())
 	}
 	idx := make([]int, len(c.old))

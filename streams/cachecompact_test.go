@@ -287,8 +287,9 @@ func (ts *testShard) writeReplicated(t *testing.T, r *fakeReplica, op CacheOp, w
 // TestReplicatedCacheCompactsBelowWhatRaftServes: a replicated cache
 // shard over a real log of raft entries compacts it, never past what its
 // replica says raft no longer serves: with nothing compactable nothing
-// is rewritten however much is superseded, and once the compaction point
-// moves the horizon stops at it, below it the log holds exactly what the
+// is rewritten however much is superseded, nor while a follower may be
+// copying the segments, and once the compaction point moves the horizon
+// stops at it, below it the log holds exactly what the
 // rule keeps, every entry keeps its index and base, and the index reads
 // every key as before.
 func TestReplicatedCacheCompactsBelowWhatRaftServes(t *testing.T) {
@@ -325,8 +326,24 @@ func TestReplicatedCacheCompactsBelowWhatRaftServes(t *testing.T) {
 	before := headers()
 	state := readCacheState(t, ts, keys)
 	const point = 150 // raft's compaction point moves: served from offset 150
+	// While a follower may be copying the segments, nothing compacts:
+	// the shard asks on three ticks, and starts nothing.
+	asked := make(chan struct{}, 1)
 	r.mu.Lock()
-	r.compactable = point
+	r.compactable, r.copying, r.copyAsked = point, true, asked
+	r.mu.Unlock()
+	for range 3 {
+		select {
+		case <-asked:
+		case <-time.After(eventTimeout):
+			t.Fatal("the shard never asked whether a copy is under way")
+		}
+	}
+	if st := ts.read(t, &CacheFloor{}); st.Floor != 0 || len(compacted) != 0 {
+		t.Fatalf("compacted under a copy: floor %d", st.Floor)
+	}
+	r.mu.Lock()
+	r.copying = false
 	r.mu.Unlock()
 	var c *CacheCompacted
 	select {

@@ -36,6 +36,8 @@ type fakeReplica struct {
 	// compactable is what CompactableEnd says.
 	entries     *persistence.Log
 	compactable uint64
+	copying     bool
+	copyAsked   chan struct{} // told of each CopyingSegments, if set
 }
 
 type fakeEntry struct {
@@ -76,6 +78,16 @@ func (f *fakeReplica) Step([]byte) error          { return nil }
 func (f *fakeReplica) Close()                     {}
 func (f *fakeReplica) HasReady() bool             { f.mu.Lock(); defer f.mu.Unlock(); return f.hasReadyLocked() }
 func (f *fakeReplica) hasReadyLocked() bool       { return f.placed < len(f.log) || f.applied < f.commit }
+
+func (f *fakeReplica) CopyingSegments() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case f.copyAsked <- struct{}{}:
+	default:
+	}
+	return f.copying
+}
 
 func (f *fakeReplica) ReadIndex(uint64)                 {}
 func (f *fakeReplica) LeaderContact() (time.Time, bool) { return time.Time{}, false }
