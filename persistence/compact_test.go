@@ -434,6 +434,13 @@ func TestCompactionOfAnEntryLogRefusals(t *testing.T) {
 // the log holds every record as before, or exactly what compaction kept,
 // never a mix or a loss.
 func TestCompactionKilledAtEveryStep(t *testing.T) {
+	t.Run("plain batches", func(t *testing.T) { testCompactionKilledAtEveryStep(t, false) })
+	// A replicated cache's log: one raft entry per record, whose entries
+	// must also all stay, in order, with their indexes.
+	t.Run("raft entries", func(t *testing.T) { testCompactionKilledAtEveryStep(t, true) })
+}
+
+func testCompactionKilledAtEveryStep(t *testing.T, entries bool) {
 	const n, horizon = 90, 60
 	before := map[uint64]string{}
 	for off := range uint64(n) {
@@ -445,7 +452,18 @@ func TestCompactionKilledAtEveryStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fillLog(t, l, n)
+	if entries {
+		for i := range uint64(n) {
+			if _, err := l.AppendEntry(persistence.EntryMeta{Index: i + 1, Term: 1}, [][]byte{compactValue(i)}, compactT0.Add(time.Duration(i)*time.Millisecond), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		fillLog(t, l, n)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -474,6 +492,12 @@ func TestCompactionKilledAtEveryStep(t *testing.T) {
 		}
 		got := readAll(t, l, 0)
 		compacted := l.CompactedBelow() == horizon
+		if entries {
+			headers := entryHeaders(t, l)
+			if len(headers) != n || headers[0].Index != 1 || headers[n-1].Index != n {
+				t.Fatalf("k=%d: %d entries after the kill, want 1 to %d", k, len(headers), n)
+			}
+		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
