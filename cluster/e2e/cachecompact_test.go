@@ -3,13 +3,17 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/getfelix/felix-go/cache"
 	"github.com/getfelix/felix-go/client"
 	"github.com/getfelix/felix-go/clustertest"
+	"github.com/getfelix/felix-go/persistence"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -119,7 +123,8 @@ func floorAt(ctx context.Context, t *testing.T, c *clustertest.Cluster, m *clust
 // reads at its last acknowledged value and version; the leader's floor is
 // above the log's start; a watch resumed at a recent version sees every
 // acknowledged put after it, none retained, and one resumed below the
-// floor starts over retained (resnapshot).
+// floor starts over retained (resnapshot); and each member's log keeps,
+// below its own horizon, exactly the newest History puts of each key.
 func TestReplicatedCacheCompactsOnEveryReplica(t *testing.T) {
 	c := clustertest.Start(t, clustertest.Options{Nodes: 3, LeaseTTL: leaseTTL, ExtraArgs: compactArgs})
 	c.WaitReady(t, 3)
@@ -184,10 +189,64 @@ func TestReplicatedCacheCompactsOnEveryReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer below.Close(ctx)
 	if ev, err := below.Next(ctx); err != nil || !ev.Retained || !ev.Resnapshot {
 		t.Fatalf("resumed below the floor %d: %+v, %v; want a resnapshot", floor, ev, err)
 	}
+	_ = below.Close(ctx)
+	// Every member's log, read after it stops: below its own horizon each
+	// key keeps exactly its newest History puts.
+	for _, m := range c.Members() {
+		m.Stop(t)
+		checkCompactedReplica(t, m, acked)
+	}
+}
+
+// checkCompactedReplica reads member m's log of the cache's shard: it was
+// compacted, and below its horizon each key holds exactly compactHistory
+// records, with no acknowledged put of the key missing after the oldest
+// of them. (A put whose answer was lost may be in the log too: it is a
+// change like any other, so the check is on acknowledged ones only.)
+func checkCompactedReplica(t *testing.T, m *clustertest.Member, acked *ackedPuts) {
+	t.Helper()
+	dir := filepath.Join(m.DataDir, "streams", "default", compactingCache.Namespace, compactingCache.Name, "0")
+	l, err := persistence.Open(dir, persistence.Config{})
+	if err != nil {
+		t.Fatalf("%s: open its log: %v", m.NodeID, err)
+	}
+	defer l.Close()
+	horizon := l.CompactedBelow()
+	if horizon == 0 {
+		t.Fatalf("%s: its log was never compacted", m.NodeID)
+	}
+	kept := map[string][]uint64{}
+	for next := l.StartOffset(); next < horizon; {
+		page, err := l.Read(next, 0, 0)
+		if err != nil {
+			t.Fatalf("%s: read from %d: %v", m.NodeID, next, err)
+		}
+		for _, rec := range page.Records {
+			if rec.Offset >= horizon {
+				break
+			}
+			r, err := cache.DecodeRecord(rec.Value)
+			if err != nil {
+				t.Fatalf("%s: record %d: %v", m.NodeID, rec.Offset, err)
+			}
+			kept[r.Key] = append(kept[r.Key], rec.Offset)
+		}
+		next = page.Next
+	}
+	for key, offs := range kept {
+		if len(offs) != compactHistory {
+			t.Fatalf("%s: below its horizon %d, %s keeps %v; want its newest %d", m.NodeID, horizon, key, offs, compactHistory)
+		}
+		for v, k := range acked.versions {
+			if k == key && v > offs[0] && v < horizon && !slices.Contains(offs, v) {
+				t.Fatalf("%s: below its horizon %d, %s keeps %v, not its acknowledged put at %d", m.NodeID, horizon, key, offs, v)
+			}
+		}
+	}
+	t.Logf("%s: compacted below %d, %d keys kept there", m.NodeID, horizon, len(kept))
 }
 
 // TestReplicatedCacheFollowerCatchesUpOnCompactedSegments: a follower
