@@ -335,3 +335,83 @@ func putUntilAckedIn(ctx context.Context, t *testing.T, cc *client.ClusterClient
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestReplicatedCacheLeaderKilledInsideACompaction: the leader of a
+// compacting 3-replica cache is SIGKILLed while its compacted copies
+// (<base>.log.compact) are on disk, between a compaction's prepare and
+// the end of its commit (the test watches the leader's log directory for
+// them). No acknowledged put is lost: the new leader answers every key at
+// its last acknowledged version (or a later one whose answer the kill
+// took), and so does the old leader once restarted and leading again.
+func TestReplicatedCacheLeaderKilledInsideACompaction(t *testing.T) {
+	c := clustertest.Start(t, clustertest.Options{Nodes: 3, LeaseTTL: leaseTTL, ExtraArgs: compactArgs})
+	c.WaitReady(t, 3)
+	cc := dialAll(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	for {
+		info, err := cc.CreateCache(ctx, compactingCache, client.CacheSpec{Shards: 1, Durable: true, Replicas: 3, History: compactHistory})
+		if err == nil && info.Replicas == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create the cache: %+v, %v", info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	putUntilAckedIn(ctx, t, cc, compactingCache, "k00")
+	leader := leaderOfCache(ctx, t, c, compactingCache)
+	dir := filepath.Join(leader.DataDir, "streams", "default", compactingCache.Namespace, compactingCache.Name, "0")
+	caught := false
+	acked := putUntil(ctx, t, cc, 16, 8, func() bool {
+		// Watch for a compaction's copies, and kill the leader the moment
+		// one is there.
+		for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); {
+			if compactCopies(dir) > 0 {
+				leader.Kill()
+				caught = compactCopies(dir) > 0
+				return true
+			}
+			time.Sleep(time.Millisecond) // polling the directory
+		}
+		return true
+	})
+	if !caught {
+		t.Fatal("the leader was not killed with a compaction's copies on its disk")
+	}
+	check := func(what string) {
+		t.Helper()
+		for key, v := range acked.last {
+			got, err := cc.Get(ctx, compactingCache, key)
+			for err != nil && ctx.Err() == nil { // while a leader is elected
+				time.Sleep(50 * time.Millisecond)
+				got, err = cc.Get(ctx, compactingCache, key)
+			}
+			// A later version is a put whose answer the kill took: it
+			// applied, so it is the key's value now.
+			if err != nil || !got.Found || got.Version < v || (got.Version == v && string(got.Value) != acked.values[key]) {
+				t.Fatalf("%s: %s is %+v, %v; want its acknowledged put %q at %d or a later one", what, key, got, err, acked.values[key], v)
+			}
+		}
+	}
+	check("after the kill")
+	// (Its open removes the copies; it may start compacting again at
+	// once, so a copy seen now proves nothing either way.)
+	leader.Restart(t)
+	for {
+		l := leaderOfCache(ctx, t, c, compactingCache)
+		if l == leader {
+			break
+		}
+		l.Kill()
+		leaderOfCache(ctx, t, c, compactingCache)
+		l.Restart(t)
+	}
+	check("leading again after the restart")
+}
+
+// compactCopies counts the compacted copies in a log directory.
+func compactCopies(dir string) int {
+	n, _ := filepath.Glob(filepath.Join(dir, "*.log.compact"))
+	return len(n)
+}
