@@ -67,6 +67,24 @@ func (l replicatedLog) AppendStamped(uint64, [][]byte, time.Time, streams.Stamp)
 
 func (l replicatedLog) Committed() uint64 { return l.applied.Load() }
 
+// A replicated cache shard compacts its replica's log, entry by entry
+// (streams.CompactableLog): the shard holds the horizon below what raft
+// no longer serves (shardReplica.CompactableEnd) and commits no
+// compaction while a follower may be copying the segments
+// (CopyingSegments).
+var _ streams.CompactableLog = replicatedLog{}
+
+func (l replicatedLog) SealedEnd() uint64      { return l.raw.SealedEnd() }
+func (l replicatedLog) CompactedBelow() uint64 { return l.raw.CompactedBelow() }
+
+func (l replicatedLog) PrepareCompaction(horizon uint64, keep func(offset uint64, value []byte) ([]byte, bool, error)) (streams.PreparedCompaction, error) {
+	cl, ok := l.Log.(streams.CompactableLog)
+	if !ok {
+		return nil, persistence.ErrNotCompactable
+	}
+	return cl.PrepareCompaction(horizon, keep)
+}
+
 // replicaGroup names a shard's raft group on the peer link. The creation
 // time keeps a stream deleted and made again from taking the old group's
 // messages.
@@ -323,6 +341,21 @@ func (s *shardReplica) refreshSet() {
 	if id, in := set.Has(s.node.ID()); !in || id != s.id {
 		s.removed = true
 	}
+}
+
+// CompactableEnd is where a cache shard's compaction must stop: below
+// it, raft serves no entry and every entry is applied.
+func (s *shardReplica) CompactableEnd() uint64 { return s.r.CompactableEnd() }
+
+// CopyingSegments says a follower may be copying this replica's segment
+// files: a snapshot went out, or the snapshot service served a chunk of
+// them, within snapshotCopyHold (a follower that hears nothing for that
+// long has given the copy up).
+func (s *shardReplica) CopyingSegments() bool {
+	if time.Since(s.r.LastSnapshotSent()) < snapshotCopyHold {
+		return true
+	}
+	return s.m.snaps != nil && s.m.snaps.servedWithin(s.group, snapshotCopyHold)
 }
 
 // AppliedEnd is where the shard starts: what the storage knew committed.

@@ -22,17 +22,27 @@ import (
 // A replica behind its leader's compaction point (retention removed what
 // it lacks, or it is more than snapshotCatchUpEntries behind) catches up
 // from the leader's segments rather than entry by entry: raft's snapshot
-// names the leader's segment files (replication.Storage.Snapshot), and the
-// follower copies their complete batches over the peer link, chunk by
-// chunk, into a staged directory beside its log. It checks the copy by
+// names the leader's segment files and the horizon its log was compacted
+// below (replication.Storage.Snapshot), and the follower copies their
+// complete batches over the peer link, chunk by chunk, into a staged
+// directory beside its log, which takes the leader's horizon. It checks the copy by
 // opening it as a log cut at the snapshot's entry, marks it complete, and
 // stops its shard; the replica starts again on the next placement round,
 // and replication.InstallStaged swaps the copy in before the log opens.
 //
 // Every member serves the segment files of the replicas it holds: a
 // request names the replica group, a segment file (only a segment's name
-// is accepted) and an offset, and the answer is up to snapshotChunk bytes
-// from there. The follower asks for one chunk at a time and asks again
+// is accepted), an offset and the horizon the snapshot's log was compacted
+// below, and the answer is up to snapshotChunk bytes from there. A cache's
+// compaction swaps segment files for their compacted copies; the horizon
+// names a generation of the files (it rises with every compaction, and is
+// written before a swap starts), so a chunk is served only if the log's
+// horizon is the snapshot's both before and after it is read: a copy never
+// takes the head of one generation of a file and the tail of another, or
+// files of two generations. One that meets a compaction is refused and
+// given up, and the next snapshot names the new files. So that a copy is
+// not refused over and over, the replica commits no compaction while a
+// copy may be under way (snapshotCopyHold). The follower asks for one chunk at a time and asks again
 // after snapshotChunkWait; past snapshotChunkTries it gives up, and the
 // leader's next snapshot starts a new copy.
 
@@ -61,6 +71,10 @@ const (
 	// snapshot. 10 000 raft entries are up to 2.5 million records at the
 	// shard's batches of 256.
 	snapshotCatchUpEntries = 10_000
+	// snapshotCopyHold is how long after a snapshot went out, or a chunk
+	// was served, a replica commits no compaction: a follower that
+	// hears nothing for that long gives its copy up.
+	snapshotCopyHold = snapshotChunkTries * snapshotChunkWait
 )
 
 // snapshots is a member's snapshot service.
@@ -71,6 +85,18 @@ type snapshots struct {
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	waiting map[uint64]chan []byte // by request id: the copy waiting for its answer
+	served  sync.Map               // replica group → *atomic.Int64, unix ns of the last chunk served
+}
+
+// servedWithin says a chunk of the group's files was served within d.
+func (s *snapshots) servedWithin(group string, d time.Duration) bool {
+	at, ok := s.served.Load(group)
+	return ok && time.Since(time.Unix(0, at.(*atomic.Int64).Load())) < d
+}
+
+func (s *snapshots) noteServed(group string) {
+	at, _ := s.served.LoadOrStore(group, new(atomic.Int64))
+	at.(*atomic.Int64).Store(time.Now().UnixNano())
 }
 
 func newSnapshots(m *Member) *snapshots {
@@ -86,17 +112,20 @@ func (s *snapshots) register(p *Peers) error {
 	return err
 }
 
-// snapshotRequest asks for a chunk of one of a replica's segment files.
+// snapshotRequest asks for a chunk of one of a replica's segment files, of
+// the generation compacted below Horizon (0: never compacted).
 type snapshotRequest struct {
-	ID     uint64
-	Offset int64
-	Group  string // the replica group
-	File   string // a segment file name
+	ID      uint64
+	Offset  int64
+	Horizon uint64
+	Group   string // the replica group
+	File    string // a segment file name
 }
 
 func (r snapshotRequest) encode() []byte {
 	b := binary.BigEndian.AppendUint64(nil, r.ID)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Offset))
+	b = binary.BigEndian.AppendUint64(b, r.Horizon)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Group)))
 	b = append(b, r.Group...)
 	return append(b, r.File...)
@@ -106,15 +135,16 @@ var errBadSnapshotMessage = errors.New("member: malformed snapshot message")
 
 func decodeSnapshotRequest(b []byte) (snapshotRequest, error) {
 	var r snapshotRequest
-	if len(b) < 18 {
+	const fixed = 8 + 8 + 8 + 2
+	if len(b) < fixed {
 		return r, errBadSnapshotMessage
 	}
-	r.ID, r.Offset = binary.BigEndian.Uint64(b), int64(binary.BigEndian.Uint64(b[8:]))
-	n := int(binary.BigEndian.Uint16(b[16:]))
-	if r.Offset < 0 || len(b) < 18+n {
+	r.ID, r.Offset, r.Horizon = binary.BigEndian.Uint64(b), int64(binary.BigEndian.Uint64(b[8:])), binary.BigEndian.Uint64(b[16:])
+	n := int(binary.BigEndian.Uint16(b[24:]))
+	if r.Offset < 0 || len(b) < fixed+n {
 		return r, errBadSnapshotMessage
 	}
-	r.Group, r.File = string(b[18:18+n]), string(b[18+n:])
+	r.Group, r.File = string(b[fixed:fixed+n]), string(b[fixed+n:])
 	if !persistence.IsSegmentFileName(r.File) {
 		return r, fmt.Errorf("%w: %q is not a segment file", errBadSnapshotMessage, r.File)
 	}
@@ -148,9 +178,10 @@ func (s *snapshots) serve(from string, data []byte) {
 	}
 	go func() {
 		defer func() { <-s.serving }()
-		status, body := snapshotChunkOK, s.read(req)
-		if body == nil {
-			status, body = snapshotChunkRefused, []byte("no such replica or segment file here")
+		status, body := snapshotChunkOK, []byte(nil)
+		body, refused := s.read(req)
+		if refused != "" {
+			status, body = snapshotChunkRefused, []byte(refused)
 		}
 		if p := s.m.Peers(); p != nil {
 			p.Send(from, snapshotAnswerGroup, encodeSnapshotAnswer(req.ID, byte(status), body))
@@ -159,23 +190,35 @@ func (s *snapshots) serve(from string, data []byte) {
 }
 
 // read returns up to snapshotChunk bytes of the file from the offset, an
-// empty chunk at its end, or nil when the replica or file is not here.
-func (s *snapshots) read(req snapshotRequest) []byte {
-	dir, ok := s.dirs.Load(req.Group)
+// empty chunk at its end, or why it refuses: the replica or file is not
+// here, or the log is not of the request's generation (a compaction
+// committed since the snapshot, or during the read).
+func (s *snapshots) read(req snapshotRequest) (chunk []byte, refused string) {
+	const notHere = "no such replica or segment file here"
+	const compacted = "the log was compacted since the snapshot; a new one names its files"
+	d, ok := s.dirs.Load(req.Group)
 	if !ok {
-		return nil
+		return nil, notHere
 	}
-	f, err := os.Open(filepath.Join(dir.(string), req.File))
+	dir := d.(string)
+	if h, err := persistence.ReadCompactedBelow(dir); err != nil || h != req.Horizon {
+		return nil, compacted
+	}
+	f, err := os.Open(filepath.Join(dir, req.File))
 	if err != nil {
-		return nil
+		return nil, notHere
 	}
 	defer f.Close()
 	buf := make([]byte, snapshotChunk)
 	n, err := f.ReadAt(buf, req.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil
+		return nil, notHere
 	}
-	return buf[:n]
+	if h, err := persistence.ReadCompactedBelow(dir); err != nil || h != req.Horizon {
+		return nil, compacted
+	}
+	s.noteServed(req.Group)
+	return buf[:n], ""
 }
 
 // answer is the link's handler for answers: to the copy waiting for it.
@@ -194,8 +237,9 @@ func (s *snapshots) answer(_ string, data []byte) {
 	}
 }
 
-// chunk asks node for a chunk of a file of the replica group, and waits.
-func (s *snapshots) chunk(ctx context.Context, node, group, file string, off int64) ([]byte, error) {
+// chunk asks node for a chunk of a file of the replica group, of the
+// generation compacted below horizon, and waits.
+func (s *snapshots) chunk(ctx context.Context, node, group, file string, horizon uint64, off int64) ([]byte, error) {
 	for try := 1; ; try++ {
 		id := s.nextID.Add(1)
 		ch := make(chan []byte, 1)
@@ -203,7 +247,7 @@ func (s *snapshots) chunk(ctx context.Context, node, group, file string, off int
 		s.waiting[id] = ch
 		s.mu.Unlock()
 		if p := s.m.Peers(); p != nil {
-			p.Send(node, snapshotRequestGroup, snapshotRequest{ID: id, Offset: off, Group: group, File: file}.encode())
+			p.Send(node, snapshotRequestGroup, snapshotRequest{ID: id, Offset: off, Horizon: horizon, Group: group, File: file}.encode())
 		}
 		timer := time.NewTimer(snapshotChunkWait)
 		var got []byte
@@ -230,8 +274,8 @@ func (s *snapshots) chunk(ctx context.Context, node, group, file string, off int
 }
 
 // stage copies the snapshot's files from node into dir's staged directory,
-// checks the copy and marks it complete.
-func (s *snapshots) stage(ctx context.Context, node, group, dir string, files []persistence.SegmentFile, meta raftpb.SnapshotMetadata, cfg persistence.Config) error {
+// checks the copy and marks it complete (finishStaged).
+func (s *snapshots) stage(ctx context.Context, node, group, dir string, files []persistence.SegmentFile, compactedBelow uint64, meta raftpb.SnapshotMetadata, cfg persistence.Config) error {
 	staged := dir + replication.StagedSuffix
 	if err := os.RemoveAll(staged); err != nil {
 		return err
@@ -240,7 +284,21 @@ func (s *snapshots) stage(ctx context.Context, node, group, dir string, files []
 		return err
 	}
 	for _, f := range files {
-		if err := s.copyFile(ctx, node, group, filepath.Join(staged, f.Name), f); err != nil {
+		if err := s.copyFile(ctx, node, group, filepath.Join(staged, f.Name), f, compactedBelow); err != nil {
+			return err
+		}
+	}
+	return finishStaged(staged, compactedBelow, meta, cfg)
+}
+
+// finishStaged completes a staged copy of the leader's segment files: the
+// leader's compaction horizon written as the copy's own (its segments have
+// the leader's gaps: without it the copy's floor would be its start, and a
+// cache watch resumed inside a gap would miss what compaction dropped
+// there instead of starting over), the copy checked, then marked complete.
+func finishStaged(staged string, compactedBelow uint64, meta raftpb.SnapshotMetadata, cfg persistence.Config) error {
+	if compactedBelow > 0 {
+		if err := persistence.SetCompactedBelow(staged, compactedBelow); err != nil {
 			return err
 		}
 	}
@@ -250,15 +308,16 @@ func (s *snapshots) stage(ctx context.Context, node, group, dir string, files []
 	return replication.WriteStagedMeta(staged, meta)
 }
 
-// copyFile copies the first f.Size bytes of one segment file.
-func (s *snapshots) copyFile(ctx context.Context, node, group, path string, f persistence.SegmentFile) error {
+// copyFile copies the first f.Size bytes of one segment file, of the
+// generation compacted below horizon.
+func (s *snapshots) copyFile(ctx context.Context, node, group, path string, f persistence.SegmentFile, horizon uint64) error {
 	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	defer out.Close()
 	for off := int64(0); off < f.Size; {
-		b, err := s.chunk(ctx, node, group, f.Name, off)
+		b, err := s.chunk(ctx, node, group, f.Name, horizon, off)
 		if err != nil {
 			return err
 		}
@@ -332,7 +391,7 @@ func (s *shardReplica) startCopy(need *replication.SnapshotNeeded) {
 	if !ok {
 		return
 	}
-	files, err := replication.DecodeSnapshotFiles(need.Data)
+	files, compactedBelow, err := replication.DecodeSnapshotFiles(need.Data)
 	if err != nil {
 		s.log.Warn().Err(err).Str("from", node).Msg("snapshot refused")
 		return
@@ -345,7 +404,7 @@ func (s *shardReplica) startCopy(need *replication.SnapshotNeeded) {
 	snaps, group, dir, meta, cfg := s.m.snaps, s.group, s.dir, need.Metadata, s.logCfg
 	go func() {
 		defer close(c.done)
-		c.err = snaps.stage(ctx, node, group, dir, files, meta, cfg)
+		c.err = snaps.stage(ctx, node, group, dir, files, compactedBelow, meta, cfg)
 	}()
 }
 

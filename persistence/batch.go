@@ -41,6 +41,24 @@ import (
 //	kept × { delta u32, length u32, value }: offset base+delta, deltas
 //	          increasing and below count
 //
+// A compacted raft entry (CE, also written only by compaction) is a V3
+// entry of records whose records compaction thinned: the V3 header as it
+// was (index, term, kind, flags, control length 0, its stamp if it had
+// one), its count still the span of offsets the entry took, then the
+// compacted batch's kept records:
+//
+//	(CE only) index u64, term u64, kind u8 (always records), flags u8
+//	          (bit 0 only: attributed entries are not compacted),
+//	          control length u32 (always 0), kept u32
+//	          (if stamped) producer u64, sequence u64, digest u64
+//	kept × { delta u32, length u32, value }
+//
+// An entry whose records all went stays, holding none: the entries around
+// it still follow one from the next by index, and by offset, so recovery
+// and the replication layer's window of indexes and terms read the log as
+// they did. Its records are no longer the ones raft replicated, so it is
+// never served as an entry again (ReadEntries refuses it).
+//
 // Integers are big-endian, as on the wire. The magic is not zero, so a
 // zero-filled tail (a file the file system extended without its data after a
 // crash, or a preallocated one) reads as damage, never as a batch. A batch
@@ -60,6 +78,7 @@ const (
 	batchMagicV1A   byte = 0xF9
 	batchMagicV2A   byte = 0xFA
 	batchMagicC     byte = 0xF8
+	batchMagicCE    byte = 0xF7
 	keptLen              = 4
 	sparseHeaderLen      = 4 + recordHeaderLen
 	frameHeaderLen       = 1 + 4 + 4
@@ -305,7 +324,7 @@ func frameLen(hdr []byte) (int, error) {
 		return 0, errBadMagic
 	}
 	least := fixed
-	if hdr[0] != batchMagicV3 && hdr[0] != batchMagicC {
+	if hdr[0] != batchMagicV3 && hdr[0] != batchMagicC && hdr[0] != batchMagicCE {
 		least += recordHeaderLen // V1 and V2 hold at least one record
 	}
 	n := binary.BigEndian.Uint32(hdr[1:])
@@ -328,6 +347,8 @@ func fixedLen(magic byte) (int, bool) {
 		return batchFixedLen + entryFixedLen, true
 	case batchMagicC:
 		return batchFixedLen + keptLen, true
+	case batchMagicCE:
+		return batchFixedLen + entryFixedLen + keptLen, true
 	}
 	return 0, false
 }
@@ -339,7 +360,7 @@ func fixedLen(magic byte) (int, bool) {
 func headerLen(hdr []byte) int {
 	fixed, _ := fixedLen(hdr[0])
 	n := frameHeaderLen + fixed
-	if hdr[0] == batchMagicV3 {
+	if hdr[0] == batchMagicV3 || hdr[0] == batchMagicCE {
 		entry := hdr[frameHeaderLen+batchFixedLen:]
 		if entry[17]&entryStamped != 0 {
 			n += stampLen
@@ -369,8 +390,17 @@ func decodeHeader(hdr []byte) (batchView, error) {
 	case batchMagicV2:
 		v.stamp = decodeStamp(body[batchFixedLen:])
 	case batchMagicV3:
-		if err := decodeEntryHeader(&v, body[batchFixedLen:]); err != nil {
+		if err := decodeEntryHeader(&v, body[batchFixedLen:], entryFixedLen); err != nil {
 			return batchView{}, err
+		}
+	case batchMagicCE:
+		entry := body[batchFixedLen:]
+		if err := decodeEntryHeader(&v, entry, entryFixedLen+keptLen); err != nil {
+			return batchView{}, err
+		}
+		v.sparse, v.kept = true, binary.BigEndian.Uint32(entry[entryFixedLen:])
+		if v.kept > v.count || v.meta.Kind != EntryRecords || v.attributed || v.meta.Control != nil {
+			return batchView{}, errMalformed
 		}
 	case batchMagicC:
 		v.sparse, v.kept = true, binary.BigEndian.Uint32(body[batchFixedLen:])
@@ -384,10 +414,11 @@ func decodeHeader(hdr []byte) (batchView, error) {
 	return v, nil
 }
 
-// decodeEntryHeader reads the V3 part of a header into v and checks that
-// the entry's kind, records, control and stamp go together as AppendEntry
+// decodeEntryHeader reads the V3 part of a header (a V3's, or a CE's whose
+// fixed part is longer by its kept count) into v and checks that the
+// entry's kind, records, control and stamp go together as AppendEntry
 // allows.
-func decodeEntryHeader(v *batchView, b []byte) error {
+func decodeEntryHeader(v *batchView, b []byte, fixed int) error {
 	v.entry = true
 	v.meta = EntryMeta{
 		Index: binary.BigEndian.Uint64(b),
@@ -395,7 +426,7 @@ func decodeEntryHeader(v *batchView, b []byte) error {
 		Kind:  EntryKind(b[16]),
 	}
 	flags := b[17]
-	control := b[entryFixedLen:]
+	control := b[fixed:]
 	if flags&entryStamped != 0 {
 		v.stamp = decodeStamp(control)
 		control = control[stampLen:]
@@ -510,6 +541,32 @@ func appendSparseBatch(dst []byte, base uint64, span uint32, time int64, records
 	start := len(dst)
 	dst = appendCommonHeader(dst, batchMagicC, base, span, time)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(records)))
+	for _, r := range records {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(r.offset-base))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.value)))
+		dst = append(dst, r.value...)
+	}
+	return finishFrame(dst, start)
+}
+
+// appendCompactedEntry appends a compacted raft entry: meta, span, time and
+// stamp as the entry's V3 batch had them, holding records, whose offsets
+// are inside [base, base+span) and increasing.
+func appendCompactedEntry(dst []byte, base uint64, span uint32, time int64, meta EntryMeta, stamp *Stamp, records []sparseRecord) []byte {
+	start := len(dst)
+	dst = appendCommonHeader(dst, batchMagicCE, base, span, time)
+	dst = binary.BigEndian.AppendUint64(dst, meta.Index)
+	dst = binary.BigEndian.AppendUint64(dst, meta.Term)
+	var flags byte
+	if stamp != nil {
+		flags |= entryStamped
+	}
+	dst = append(dst, byte(meta.Kind), flags)
+	dst = binary.BigEndian.AppendUint32(dst, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(records)))
+	if stamp != nil {
+		dst = appendStamp(dst, stamp)
+	}
 	for _, r := range records {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(r.offset-base))
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.value)))

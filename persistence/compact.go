@@ -36,11 +36,25 @@ import (
 // in another (a cache's conditional write above the horizon names a
 // version kept below it).
 //
-// Only plain batches without stamps or attributes are compacted (a
-// cache's records): ErrNotCompactable otherwise.
+// A log of plain batches compacts its batches without stamps or
+// attributes (a cache's records), gathering what it keeps into compacted
+// batches. A log of raft entries (a replicated cache's) compacts each
+// entry of records on its own, into a compacted entry (batch.go's CE) that
+// keeps its index, term, kind, stamp and span: the entries still follow
+// one another by index and offset, so the replication layer's window of
+// indexes and terms, rebuilt from the headers on open, lines up as before.
+// Entries without records stay as they are. The caller must keep the
+// horizon below what raft may still send or truncate (its compaction
+// point, its commit index): a compacted entry is never served again
+// (ErrEntryCompacted), and a TruncateEntries between Prepare and Commit
+// makes the commit stale. Attributed batches and entries, and stamped
+// plain batches, are not compacted: ErrNotCompactable.
 type Compaction struct {
 	l       *Log
 	horizon uint64
+	// epoch is l.truncations at Prepare: a TruncateEntries since then may
+	// have cut or rewritten what the copies were made from.
+	epoch uint64
 	// old are the segments rewritten, each holding a reference taken by
 	// PrepareCompaction; copies are their replacements, in the same order
 	// (nil where nothing was dropped: the segment stays).
@@ -66,10 +80,11 @@ type Keep func(offset uint64, value []byte) ([]byte, bool, error)
 
 var (
 	// ErrNotCompactable is a log holding batches compaction cannot
-	// rewrite: raft entries, stamped or attributed batches.
+	// rewrite: stamped plain batches, attributed batches or entries.
 	ErrNotCompactable = errors.New("persistence: the log holds batches compaction does not rewrite")
 	// ErrCompactionStale is a Commit after the segments it rewrote left
-	// the log (retention) or another compaction committed first.
+	// the log (retention), TruncateEntries ran, or a compaction at the
+	// same horizon or a higher one committed first.
 	ErrCompactionStale = errors.New("persistence: the compacted segments changed before the commit")
 )
 
@@ -94,10 +109,8 @@ func (l *Log) PrepareCompaction(horizon uint64, keep Keep) (*Compaction, error) 
 	case l.mu.err != nil:
 		l.mu.Unlock()
 		return nil, l.mu.err
-	case l.mu.format == formatEntries:
-		l.mu.Unlock()
-		return nil, ErrNotCompactable
 	}
+	c.epoch = l.truncations.Load()
 	// Every record below the horizon must pass keep: one kept as it is
 	// could name what keep dropped (a cache's conditional write names a
 	// version). So the horizon stops at the active segment, never
@@ -143,17 +156,27 @@ func (l *Log) compactSegment(s *segment, horizon uint64, keep Keep, stats *Compa
 	l.mu.Unlock()
 	r := chunkReader{f: s.log, size: size, chunk: scanChunk}
 	for pos := int64(0); pos < size; {
-		v, n, err := r.batchAt(pos)
+		frame, err := r.frameAt(pos)
+		var v batchView
+		var n int
+		if err == nil {
+			v, n, err = decodeBatch(frame)
+		}
 		if err == nil && v.base != w.end {
 			err = &offsetMismatch{got: v.base, want: w.end}
 		}
 		if err != nil {
 			return nil, readFailure(s, pos, err)
 		}
-		if v.entry || v.stamp != nil || v.attributed {
+		switch {
+		case v.attributed || (v.stamp != nil && !v.entry):
 			return nil, ErrNotCompactable
+		case v.entry:
+			err = w.addEntry(v, frame[:n])
+		default:
+			err = w.add(v)
 		}
-		if err := w.add(v); err != nil {
+		if err != nil {
 			return nil, err
 		}
 		pos += int64(n)
@@ -231,6 +254,46 @@ func (w *compactWriter) add(v batchView) error {
 	return nil
 }
 
+// addEntry takes one raft entry of the old segment, frame its encoding:
+// kept as it is when compaction changes none of its records (or it has
+// none), else written as a compacted entry holding those kept. Entries
+// are never gathered: each keeps its own header.
+func (w *compactWriter) addEntry(v batchView, frame []byte) error {
+	changed := false
+	for off, value := range v.stored() {
+		if off >= w.horizon {
+			w.pending = append(w.pending, sparseRecord{offset: off, value: slices.Clone(value)})
+			continue
+		}
+		kept, ok, err := w.keep(off, value)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			w.dropped++
+			changed = true
+			continue
+		}
+		changed = changed || !bytes.Equal(kept, value)
+		w.pending = append(w.pending, sparseRecord{offset: off, value: slices.Clone(kept)})
+	}
+	pos := int64(len(w.buf))
+	if changed {
+		w.buf = appendCompactedEntry(w.buf, v.base, v.count, v.time, v.meta, v.stamp, w.pending)
+		w.changed = true
+	} else {
+		w.buf = append(w.buf, frame...)
+	}
+	if indexDue(pos, w.cp.lastIndexed, w.interval, v.base, w.cp.base, int(v.count)) {
+		w.cp.entries = append(w.cp.entries, indexEntry{rel: uint32(v.base - w.cp.base), pos: uint32(pos), time: v.time})
+		w.cp.lastIndexed = pos
+	}
+	w.cp.next, w.cp.lastTime = v.next(), v.time
+	w.pending = w.pending[:0]
+	w.start, w.end = v.next(), v.next()
+	return nil
+}
+
 // flush cuts the gathered records into one compacted batch.
 func (w *compactWriter) flush() {
 	if w.end == w.start {
@@ -301,7 +364,9 @@ func (c *Compaction) commitLocked() ([]*segment, error) {
 		return nil, errors.Join(ErrClosed, c.abortLocked())
 	case l.mu.err != nil:
 		return nil, errors.Join(l.mu.err, c.abortLocked())
-	case c.horizon < l.mu.compactedBelow:
+	case c.horizon <= l.mu.compactedBelow, l.truncations.Load() != c.epoch:
+		// Horizons strictly rise, so each names one generation of the
+		// files (ReadCompactedBelow).
 		return nil, errors.Join(ErrCompactionStale, c.abortLocked())
 	}
 	idx := make([]int, len(c.old))

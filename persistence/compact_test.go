@@ -212,20 +212,218 @@ func TestCompactionLeavesAnOpenCursorItsSegment(t *testing.T) {
 	}
 }
 
-// A log of raft entries is refused, not rewritten.
-func TestCompactionRefusesEntryLogs(t *testing.T) {
+// entryLogSpec is the entry log the entry compaction tests write: index i
+// holds i%3+1 records (every seventh entry is empty, every eleventh a
+// conf change: no records), terms rising every 25 entries.
+func appendEntryLog(t *testing.T, l *persistence.Log, from, to uint64) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		meta := persistence.EntryMeta{Index: i, Term: 1 + i/25}
+		var records [][]byte
+		switch {
+		case i%7 == 0:
+			meta.Kind = persistence.EntryEmpty
+		case i%11 == 0:
+			meta.Kind, meta.Control = persistence.EntryConfChange, fmt.Appendf(nil, "conf-%d", i)
+		default:
+			for range i%3 + 1 {
+				records = append(records, compactValue(l.NextOffset()+uint64(len(records))))
+			}
+		}
+		if _, err := l.AppendEntry(meta, records, compactT0.Add(time.Duration(i)*time.Millisecond), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func entryHeaders(t *testing.T, l *persistence.Log) []persistence.Entry {
+	t.Helper()
+	var out []persistence.Entry
+	if err := l.EntryHeaders(l.StartOffset(), func(e persistence.Entry) bool {
+		out = append(out, e)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A log of raft entries compacts entry by entry: every entry stays with
+// its index, term, kind, base and span (so a window of indexes and terms
+// rebuilt from the headers is the same), an entry whose records changed
+// is marked compacted and no longer read as an entry, one whose records
+// all went stays holding none, entries without records and those at or
+// above the horizon are as written, and a reopened log reads the same and
+// takes the next entry.
+func TestCompactionOfAnEntryLog(t *testing.T) {
+	dir := t.TempDir()
+	l, err := persistence.Open(dir, compactConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendEntryLog(t, l, 1, 80)
+	n := int(l.NextOffset())
+	before := entryHeaders(t, l)
+	const horizon = 90
+	// Drop the odd offsets, and every record of the entries whose first
+	// record is at a multiple of 10.
+	drops := map[uint64]bool{}
+	for _, e := range before {
+		if e.Base%10 == 0 && e.Kind == persistence.EntryRecords {
+			for off := e.Base; off < e.Base+uint64(e.Index%3+1); off++ {
+				drops[off] = true
+			}
+		}
+	}
+	keep := func(off uint64, v []byte) ([]byte, bool, error) {
+		if drops[off] {
+			return nil, false, nil
+		}
+		return dropOdd(off, v)
+	}
+	c, err := l.PrepareCompaction(horizon, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Horizon() != horizon {
+		t.Fatalf("prepared below %d, want %d", c.Horizon(), horizon)
+	}
+	if _, err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	want := wantAfterCompaction(n, horizon)
+	for off := range drops {
+		if off < horizon {
+			delete(want, off)
+		}
+	}
+	check := func(what string) {
+		t.Helper()
+		sameRecords(t, what, readAll(t, l, 0), want)
+		after := entryHeaders(t, l)
+		if len(after) != len(before) {
+			t.Fatalf("%s: %d entries, want %d", what, len(after), len(before))
+		}
+		emptied := 0
+		for i, e := range after {
+			b := before[i]
+			if e.Index != b.Index || e.Term != b.Term || e.Kind != b.Kind || e.Base != b.Base || string(e.Control) != string(b.Control) {
+				t.Fatalf("%s: entry %d is %+v, was %+v", what, i, e, b)
+			}
+			// Every entry of records starting below the horizon lost or
+			// rewrote a record; none at or above it did.
+			if wantCompacted := e.Kind == persistence.EntryRecords && e.Base < horizon; e.Compacted != wantCompacted {
+				t.Fatalf("%s: entry %d (base %d, kind %v) compacted %v, want %v", what, e.Index, e.Base, e.Kind, e.Compacted, wantCompacted)
+			}
+			got, err := l.ReadEntries(e.Base, e.Index, 0)
+			switch {
+			case e.Compacted && !errors.Is(err, persistence.ErrEntryCompacted):
+				t.Fatalf("%s: ReadEntries of compacted entry %d: %v, %v; want ErrEntryCompacted", what, e.Index, got, err)
+			case !e.Compacted && (err != nil || len(got) != 1 || got[0].Index != e.Index):
+				t.Fatalf("%s: ReadEntries of entry %d: %v, %v", what, e.Index, got, err)
+			}
+			if e.Compacted && drops[e.Base] {
+				emptied++
+			}
+		}
+		if emptied == 0 {
+			t.Fatalf("%s: no entry lost all its records", what)
+		}
+		// A read of entries from one left as it was below the horizon (an
+		// entry without records) stops before the compacted one after it.
+		for i, e := range after[:len(after)-1] {
+			if e.Compacted || !after[i+1].Compacted {
+				continue
+			}
+			if got, err := l.ReadEntries(e.Base, e.Index, 1<<20); err != nil || len(got) != 1 {
+				t.Fatalf("%s: ReadEntries from entry %d before a compacted one: %d entries, %v; want 1", what, e.Index, len(got), err)
+			}
+			break
+		}
+	}
+	check("after the commit")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []persistence.Config{compactConfig(), {SegmentBytes: 512, IndexIntervalBytes: 64, VerifyOnOpen: true}} {
+		if l, err = persistence.Open(dir, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.CompactedBelow(); got != horizon {
+			t.Fatalf("reopened: compacted below %d, want %d", got, horizon)
+		}
+		check("reopened")
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err = persistence.Open(dir, compactConfig()); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// The log goes on: the next entry, then a second compaction over the
+	// compacted entries that keeps every fourth offset.
+	appendEntryLog(t, l, 81, 120)
+	before = entryHeaders(t, l)
+	want = readAll(t, l, 0)
+	c, err = l.PrepareCompaction(140, func(off uint64, v []byte) ([]byte, bool, error) { return v, off%4 == 0, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for off := range want {
+		if off < c.Horizon() && off%4 != 0 {
+			delete(want, off)
+		}
+	}
+	sameRecords(t, "compacted twice", readAll(t, l, 0), want)
+	if after := entryHeaders(t, l); len(after) != len(before) || after[len(after)-1].Index != 120 {
+		t.Fatalf("compacted twice: %d entries, want %d ending at 120", len(after), len(before))
+	}
+}
+
+// Attributed entries are refused, and a compaction that TruncateEntries
+// ran under is stale: its copies may hold entries that were cut.
+func TestCompactionOfAnEntryLogRefusals(t *testing.T) {
 	l, err := persistence.Open(t.TempDir(), compactConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	appendEntryLog(t, l, 1, 60)
+	c, err := l.PrepareCompaction(l.NextOffset(), dropOdd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := l.LastEntry()
+	if err := l.TruncateEntries(last.Index); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(); !errors.Is(err, persistence.ErrCompactionStale) {
+		t.Fatalf("commit after TruncateEntries: %v, want ErrCompactionStale", err)
+	}
+	if got := l.CompactedBelow(); got != 0 {
+		t.Fatalf("compacted below %d after a stale commit", got)
+	}
+
+	a, err := persistence.Open(t.TempDir(), compactConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
 	for i := range uint64(40) {
-		if _, err := l.AppendEntry(persistence.EntryMeta{Index: i + 1, Term: 1}, [][]byte{compactValue(i)}, compactT0, nil); err != nil {
+		joined := persistence.JoinRecords([][]byte{compactValue(i)}, [][]byte{persistence.EncodeAttrs([]byte("k"), nil)})
+		if _, err := a.AppendEntry(persistence.EntryMeta{Index: i + 1, Term: 1, Attributed: true}, joined, compactT0, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.PrepareCompaction(l.NextOffset(), dropOdd); !errors.Is(err, persistence.ErrNotCompactable) {
-		t.Fatalf("compact a log of entries: %v; want ErrNotCompactable", err)
+	if _, err := a.PrepareCompaction(a.NextOffset(), dropOdd); !errors.Is(err, persistence.ErrNotCompactable) {
+		t.Fatalf("compact attributed entries: %v; want ErrNotCompactable", err)
 	}
 }
 
@@ -236,6 +434,13 @@ func TestCompactionRefusesEntryLogs(t *testing.T) {
 // the log holds every record as before, or exactly what compaction kept,
 // never a mix or a loss.
 func TestCompactionKilledAtEveryStep(t *testing.T) {
+	t.Run("plain batches", func(t *testing.T) { testCompactionKilledAtEveryStep(t, false) })
+	// A replicated cache's log: one raft entry per record, whose entries
+	// must also all stay, in order, with their indexes.
+	t.Run("raft entries", func(t *testing.T) { testCompactionKilledAtEveryStep(t, true) })
+}
+
+func testCompactionKilledAtEveryStep(t *testing.T, entries bool) {
 	const n, horizon = 90, 60
 	before := map[uint64]string{}
 	for off := range uint64(n) {
@@ -247,7 +452,18 @@ func TestCompactionKilledAtEveryStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fillLog(t, l, n)
+	if entries {
+		for i := range uint64(n) {
+			if _, err := l.AppendEntry(persistence.EntryMeta{Index: i + 1, Term: 1}, [][]byte{compactValue(i)}, compactT0.Add(time.Duration(i)*time.Millisecond), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		fillLog(t, l, n)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +492,12 @@ func TestCompactionKilledAtEveryStep(t *testing.T) {
 		}
 		got := readAll(t, l, 0)
 		compacted := l.CompactedBelow() == horizon
+		if entries {
+			headers := entryHeaders(t, l)
+			if len(headers) != n || headers[0].Index != 1 || headers[n-1].Index != n {
+				t.Fatalf("k=%d: %d entries after the kill, want 1 to %d", k, len(headers), n)
+			}
+		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -183,3 +183,22 @@ func recoverCompaction(fsys FS, dir string) (uint64, error) {
 	}
 	return st.horizon, nil
 }
+
+// SetCompactedBelow records in dir, the directory of a log no Log has
+// open, that the log was compacted below horizon: a copy of another
+// log's segments (a replica's snapshot) takes the horizon of the log it
+// was copied from, whose gaps it holds. Open reads it as CompactedBelow.
+func SetCompactedBelow(dir string, horizon uint64) error {
+	return writeCompactState(osFS{}, dir, compactState{horizon: horizon})
+}
+
+// ReadCompactedBelow reads the horizon the log in dir was last compacted
+// below (0: never) from its compaction file, whether or not a Log has it
+// open: a Log writes the file with a new horizon before a compaction's
+// swap starts, and swaps no file until it has, so one who reads the same
+// horizon before and after reading a segment file read that file as it
+// was under that horizon.
+func ReadCompactedBelow(dir string) (uint64, error) {
+	st, err := readCompactState(osFS{}, dir)
+	return st.horizon, err
+}

@@ -25,8 +25,9 @@ var ErrCopyTarget = errors.New("persistence: the copy's destination is not empty
 // CopyLog copies the log in src, which no Log may have open, into the new
 // or empty directory dst: a consistent copy ending at the last complete
 // batch, the offset Open would continue at. The segment files are copied
-// (the indexes are derived: Open rebuilds them), each fsynced, with a
-// durable mark at the copy's end, and the copy is then verified as Verify
+// (the indexes are derived: Open rebuilds them), each fsynced, with the
+// horizon of the log's last compaction (CompactedBelow) and a durable
+// mark at the copy's end, and the copy is then verified as Verify
 // reads a log, so a copy that reports no error is one Open accepts in full.
 //
 // It refuses a log with damage Open refuses (felix log repair first) and
@@ -72,6 +73,15 @@ func CopyLog(src, dst string) (*CopyReport, error) {
 		rep.Records += seg.Records
 		rep.Segments++
 		rep.Bytes += size
+	}
+	// The horizon of the last compaction goes with the segments, whose
+	// gaps it explains: without it the copy's floor would be its start.
+	if h, err := ReadCompactedBelow(src); err != nil {
+		return nil, err
+	} else if h > 0 {
+		if err := SetCompactedBelow(dst, h); err != nil {
+			return nil, err
+		}
 	}
 	m, err := createMark(osFS{}, dst, markPoint{offset: rep.End, index: markIndex(v)})
 	if err != nil {

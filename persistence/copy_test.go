@@ -69,3 +69,36 @@ func TestCopyLogRefusesDamage(t *testing.T) {
 		t.Fatalf("a refused copy left %s: %v", dst, err)
 	}
 }
+
+// TestCopyLogKeepsTheCompactionHorizon: a copy of a compacted log holds
+// its records, gaps and all, and is compacted below the same horizon.
+func TestCopyLogKeepsTheCompactionHorizon(t *testing.T) {
+	src := t.TempDir()
+	l := mustOpen(t, src, smallConfig())
+	appendBatches(t, l, 200, 1)
+	c, err := l.PrepareCompaction(150, func(off uint64, v []byte) ([]byte, bool, error) { return v, off%2 == 0, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	horizon := l.CompactedBelow()
+	if horizon == 0 {
+		t.Fatal("the log did not compact")
+	}
+	mustClose(t, l)
+	dst := filepath.Join(t.TempDir(), "copy")
+	if _, err := CopyLog(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	cp := mustOpen(t, dst, smallConfig())
+	defer mustClose(t, cp)
+	if got := cp.CompactedBelow(); got != horizon {
+		t.Fatalf("the copy is compacted below %d, the log below %d", got, horizon)
+	}
+	page, err := cp.Read(1, 1, 0)
+	if err != nil || len(page.Records) != 1 || page.Records[0].Offset != 2 {
+		t.Fatalf("read from the gap at 1 in the copy: %+v, %v; want offset 2", page, err)
+	}
+}

@@ -66,6 +66,9 @@ type Entry struct {
 	Time    time.Time // stored time (as Appended.Time)
 	Stamp   *Stamp    // an idempotent producer's stamp, or nil
 	Records [][]byte  // nil from EntryHeaders
+	// Compacted: compaction dropped or rewrote some of its records
+	// (batch.go's CE). Only EntryHeaders returns such an entry.
+	Compacted bool
 }
 
 // logFormat is which batches a log holds.
@@ -314,7 +317,10 @@ func (l *Log) readEntries(base, index uint64, maxBytes int) (entries []Entry, er
 			if v.meta.Index > index {
 				break
 			}
-		} else if v.meta.Index != entries[len(entries)-1].Index+1 {
+			if v.sparse {
+				return nil, fmt.Errorf("%w: index %d", ErrEntryCompacted, index)
+			}
+		} else if v.meta.Index != entries[len(entries)-1].Index+1 || v.sparse {
 			break
 		}
 		full, err := w.batchAt(pos, n)
@@ -339,7 +345,7 @@ func (l *Log) readEntries(base, index uint64, maxBytes int) (entries []Entry, er
 
 // headerEntry is v's entry without records, its Control copied.
 func headerEntry(v batchView) Entry {
-	e := Entry{EntryMeta: v.meta, Base: v.base, Time: time.UnixMicro(v.time), Stamp: v.stamp}
+	e := Entry{EntryMeta: v.meta, Base: v.base, Time: time.UnixMicro(v.time), Stamp: v.stamp, Compacted: v.sparse}
 	e.Control = cloneControl(v.meta.Control)
 	return e
 }

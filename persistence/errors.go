@@ -51,6 +51,11 @@ var (
 	// ErrNoEntry is returned by ReadEntries and WaitEntryDurable for an
 	// index the log does not hold.
 	ErrNoEntry = errors.New("persistence: no such entry")
+
+	// ErrEntryCompacted is returned by ReadEntries for an entry whose
+	// records compaction thinned (Entry.Compacted): its records are no
+	// longer those raft replicated, so it is never served again.
+	ErrEntryCompacted = errors.New("persistence: the entry was compacted")
 )
 
 // ErrEntryIndex is returned by AppendEntry when the entry's index does not

@@ -21,7 +21,9 @@ import (
 //   - a decoded batch has at least one record, except a V3 entry of a kind
 //     without records, which has none; its records iterate to exactly its
 //     count; a V3 entry's kind, control and stamp go together as
-//     AppendEntry allows;
+//     AppendEntry allows; a compacted entry (CE) is an entry of records,
+//     neither attributed nor with control bytes, its kept records inside
+//     its span;
 //   - decoding the header alone (as Stamps and EntryHeaders do) gives the
 //     same batch;
 //   - encoding it again gives back the input's first size bytes.
@@ -40,8 +42,11 @@ func FuzzDecodeBatch(f *testing.F) {
 		if size > len(data) || (v.count == 0) != (v.entry && v.meta.Kind != EntryRecords) {
 			t.Fatalf("decoded size %d of %d bytes, count %d, entry %v kind %v", size, len(data), v.count, v.entry, v.meta.Kind)
 		}
-		if v.entry != (data[0] == batchMagicV3) {
+		if v.entry != (data[0] == batchMagicV3 || data[0] == batchMagicCE) {
 			t.Fatalf("magic %#x decoded as entry %v", data[0], v.entry)
+		}
+		if ce := data[0] == batchMagicCE; ce && (!v.sparse || v.meta.Kind != EntryRecords || v.attributed || v.meta.Control != nil) {
+			t.Fatalf("compacted entry decoded as %+v", v)
 		}
 		if v.entry {
 			if reason := checkEntryShape(v.meta, int(v.count), v.stamp != nil); reason != "" {
@@ -51,7 +56,8 @@ func FuzzDecodeBatch(f *testing.F) {
 		hv, err := decodeHeader(data[:headerLen(data)])
 		if err != nil || hv.base != v.base || hv.count != v.count || hv.time != v.time || hv.entry != v.entry ||
 			hv.meta.Index != v.meta.Index || hv.meta.Term != v.meta.Term || hv.meta.Kind != v.meta.Kind ||
-			!bytes.Equal(hv.meta.Control, v.meta.Control) || (hv.stamp == nil) != (v.stamp == nil) || (hv.stamp != nil && *hv.stamp != *v.stamp) {
+			!bytes.Equal(hv.meta.Control, v.meta.Control) || (hv.stamp == nil) != (v.stamp == nil) || (hv.stamp != nil && *hv.stamp != *v.stamp) ||
+			hv.sparse != v.sparse || hv.kept != v.kept {
 			t.Fatalf("header alone decodes as %+v, %v; the batch as %+v", hv, err, v)
 		}
 		var records [][]byte
@@ -70,7 +76,11 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Fatalf("iterated %d records, held %d", len(records), v.held())
 		}
 		if v.sparse {
-			if again := appendSparseBatch(nil, v.base, v.count, v.time, sparse); !bytes.Equal(again, data[:size]) {
+			again := appendSparseBatch(nil, v.base, v.count, v.time, sparse)
+			if v.entry {
+				again = appendCompactedEntry(nil, v.base, v.count, v.time, v.meta, v.stamp, sparse)
+			}
+			if !bytes.Equal(again, data[:size]) {
 				t.Fatalf("re-encoded compacted batch differs:\n got %x\nwant %x", again, data[:size])
 			}
 			return
@@ -97,7 +107,8 @@ func FuzzDecodeBatch(f *testing.F) {
 //     record reads back, Stamps walks the log, and an append at NextOffset
 //     works;
 //   - a recovered log of raft entries walks with EntryHeaders, every entry
-//     it walks reads back with ReadEntries, the next entry appends, and
+//     it walks reads back with ReadEntries (a compacted one is refused
+//     with ErrEntryCompacted), the next entry appends, and
 //     TruncateEntries removes it again; a log of plain batches refuses
 //     entries.
 func FuzzOpenSegment(f *testing.F) {
@@ -141,11 +152,17 @@ func FuzzOpenSegment(f *testing.F) {
 		}
 		walked := 0
 		if err := l.EntryHeaders(l.StartOffset(), func(e Entry) bool {
+			walked++
 			got, err := l.ReadEntries(e.Base, e.Index, 0)
+			if e.Compacted {
+				if !errors.Is(err, ErrEntryCompacted) {
+					t.Fatalf("ReadEntries(%d, %d) of a compacted entry: %v, %v", e.Base, e.Index, got, err)
+				}
+				return true
+			}
 			if err != nil || len(got) != 1 || got[0].Index != e.Index || got[0].Base != e.Base {
 				t.Fatalf("ReadEntries(%d, %d) of a walked entry: %v, %v", e.Base, e.Index, got, err)
 			}
-			walked++
 			return true
 		}); err != nil || walked == 0 {
 			t.Fatalf("EntryHeaders of a recovered log: %d entries, %v", walked, err)
@@ -327,7 +344,50 @@ func entrySeeds() []batchSeed {
 	seeds = append(seeds, batchSeed{"v3-count-on-empty", rechecksum(countOnEmpty)})
 	v1AsV3 := appendBatch(nil, 0, at, [][]byte{bytes.Repeat([]byte("z"), 40)}, nil, false)
 	v1AsV3[0] = batchMagicV3
-	return append(seeds, batchSeed{"v1-body-v3-magic", rechecksum(v1AsV3)})
+	seeds = append(seeds, batchSeed{"v1-body-v3-magic", rechecksum(v1AsV3)})
+	return append(seeds, compactedEntrySeeds()...)
+}
+
+// compactedEntrySeeds are compacted raft entries (CE) among V3 ones, and
+// their damaged variants.
+func compactedEntrySeeds() []batchSeed {
+	const at = 1_700_000_000_000_000
+	stamp := &Stamp{Producer: 0xFE11C5, Sequence: 7, Digest: 0xD16E57}
+	empty := appendEntryBatch(nil, 0, at, EntryMeta{Index: 1, Term: 1, Kind: EntryEmpty}, nil, nil)
+	thinned := appendCompactedEntry(nil, 0, 4, at+1, EntryMeta{Index: 2, Term: 1}, nil, []sparseRecord{{offset: 1, value: []byte("b")}, {offset: 3, value: nil}})
+	allGone := appendCompactedEntry(nil, 4, 2, at+2, EntryMeta{Index: 3, Term: 1}, nil, nil)
+	stamped := appendCompactedEntry(nil, 6, 3, at+3, EntryMeta{Index: 4, Term: 2}, stamp, []sparseRecord{{offset: 8, value: []byte("z")}})
+	after := appendEntryBatch(nil, 9, at+4, EntryMeta{Index: 5, Term: 2}, [][]byte{[]byte("kept as written")}, nil)
+	cat := func(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
+	seeds := []batchSeed{
+		{"ce-thinned", thinned},
+		{"ce-all-gone", allGone},
+		{"ce-stamped", stamped},
+		{"ce-log", cat(empty, thinned, allGone, stamped, after)},
+		{"ce-log-torn-tail", cat(empty, thinned, allGone[:len(allGone)-3])},
+		{"ce-cut-in-header", stamped[:frameHeaderLen+batchFixedLen+entryFixedLen+2]},
+		{"ce-span-gap", cat(thinned, appendEntryBatch(nil, 5, at+2, EntryMeta{Index: 3, Term: 1}, [][]byte{[]byte("x")}, nil))},
+		{"ce-among-plain", cat(appendBatch(nil, 0, at, [][]byte{[]byte("x")}, nil, false), appendCompactedEntry(nil, 1, 1, at, EntryMeta{Index: 1, Term: 1}, nil, nil))},
+	}
+	lie := func(name string, frame []byte, edit func(entry []byte)) {
+		b := bytes.Clone(frame)
+		edit(b[frameHeaderLen+batchFixedLen:])
+		seeds = append(seeds, batchSeed{name, rechecksum(b)})
+	}
+	lie("ce-kind-empty", thinned, func(e []byte) { e[16] = byte(EntryEmpty) })
+	lie("ce-kind-conf-change", allGone, func(e []byte) { e[16] = byte(EntryConfChange) })
+	lie("ce-attributed", thinned, func(e []byte) { e[17] = entryAttributed })
+	lie("ce-control-length", thinned, func(e []byte) { e[21] = 1 })
+	lie("ce-kept-over-span", thinned, func(e []byte) { e[entryFixedLen+3] = 5 })
+	lie("ce-kept-too-many", thinned, func(e []byte) { e[entryFixedLen+3] = 3 })
+	lie("ce-delta-past-span", thinned, func(e []byte) { e[entryFixedLen+keptLen+3] = 4 })
+	lie("ce-deltas-not-increasing", thinned, func(e []byte) { e[entryFixedLen+keptLen+3] = 3 })
+	spanZero := bytes.Clone(allGone)
+	spanZero[frameHeaderLen+11] = 0
+	seeds = append(seeds, batchSeed{"ce-span-zero", rechecksum(spanZero)})
+	v3AsCE := bytes.Clone(after)
+	v3AsCE[0] = batchMagicCE
+	return append(seeds, batchSeed{"v3-body-ce-magic", rechecksum(v3AsCE)})
 }
 
 // rechecksum fixes a frame's length and CRC after its body was edited.
@@ -358,4 +418,38 @@ func FuzzDecodeCompactState(f *testing.F) {
 			t.Fatalf("%x decodes as %+v, which encodes differently", data, st)
 		}
 	})
+}
+
+// The compacted entry's layout: the well-formed seeds decode to what was
+// encoded, and each checksummed lie is errMalformed, never a batch.
+func TestCompactedEntryFormat(t *testing.T) {
+	seeds := map[string][]byte{}
+	for _, s := range compactedEntrySeeds() {
+		seeds[s.name] = s.data
+	}
+	v, _, err := decodeBatch(seeds["ce-thinned"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []sparseRecord
+	for off, r := range v.stored() {
+		got = append(got, sparseRecord{offset: off, value: r})
+	}
+	if !v.entry || !v.sparse || v.meta.Index != 2 || v.meta.Term != 1 || v.meta.Kind != EntryRecords ||
+		v.base != 0 || v.next() != 4 || v.held() != 2 || len(got) != 2 || got[0].offset != 1 || string(got[0].value) != "b" || got[1].offset != 3 {
+		t.Fatalf("ce-thinned decoded as %+v, records %v", v, got)
+	}
+	v, _, err = decodeBatch(seeds["ce-stamped"])
+	if err != nil || v.stamp == nil || v.stamp.Sequence != 7 || v.held() != 1 || v.next() != 9 {
+		t.Fatalf("ce-stamped decoded as %+v, %v", v, err)
+	}
+	if v, _, err = decodeBatch(seeds["ce-all-gone"]); err != nil || v.held() != 0 || v.count != 2 {
+		t.Fatalf("ce-all-gone decoded as %+v, %v", v, err)
+	}
+	for _, name := range []string{"ce-kind-empty", "ce-kind-conf-change", "ce-attributed", "ce-control-length",
+		"ce-kept-over-span", "ce-kept-too-many", "ce-delta-past-span", "ce-deltas-not-increasing", "ce-span-zero", "v3-body-ce-magic"} {
+		if _, _, err := decodeBatch(seeds[name]); err != errMalformed {
+			t.Errorf("%s: %v, want errMalformed", name, err)
+		}
+	}
 }

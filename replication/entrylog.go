@@ -44,6 +44,9 @@ type EntryLog interface {
 	// SegmentFiles lists the segment files and the size of the complete
 	// batches in each: what a snapshot copies.
 	SegmentFiles() []persistence.SegmentFile
+	// CompactedBelow is the horizon of the last compaction of the log, 0
+	// for one never compacted: a snapshot carries it with the files.
+	CompactedBelow() uint64
 }
 
 // Stamp is a producer's stamp on a batch of records: the log stores it, and

@@ -20,12 +20,13 @@ import (
 // its files, so a caller that keeps or changes a slice it passed or got
 // cannot pass tests here and fail against the real log.
 type memLog struct {
-	entries  []Entry
-	start    uint64 // StartOffset
-	next     uint64 // the next record's offset
-	last     uint64 // the last entry's index, kept when retention removed every entry
-	floor    uint64
-	lastTime time.Time
+	compactedBelow uint64
+	entries        []Entry
+	start          uint64 // StartOffset
+	next           uint64 // the next record's offset
+	last           uint64 // the last entry's index, kept when retention removed every entry
+	floor          uint64
+	lastTime       time.Time
 	// durable is how many of entries a crash keeps: Sync raises it to all,
 	// a truncation lowers it (the model makes a truncation durable at once).
 	durable int
@@ -162,6 +163,9 @@ func (l *memLog) EnforceRetentionUpTo(_ time.Time, index uint64) (int, error) {
 func (l *memLog) SegmentFiles() []persistence.SegmentFile {
 	return []persistence.SegmentFile{{Name: "00000000000000000000.log", Size: int64(len(l.entries))}}
 }
+
+// CompactedBelow: a memLog is never compacted, unless a test says so.
+func (l *memLog) CompactedBelow() uint64 { return l.compactedBelow }
 
 // dropHead removes the first n entries, as retention removes the oldest
 // segments.

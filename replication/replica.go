@@ -32,6 +32,8 @@ type Replica struct {
 	// than a probe) then matches, one that has not yet is sent another.
 	sentSnapshots []uint64
 	snapshotsSent uint64 // since the Replica started, for Status
+	// snapshotSentAt is when the last snapshot went (LastSnapshotSent).
+	snapshotSentAt time.Time
 	// awaiting are the proposals raft took whose index the next Ready
 	// will tell (ProposeAt).
 	awaiting []*Proposal
@@ -541,6 +543,7 @@ func (r *Replica) reportSentSnapshots() {
 	for _, to := range r.sentSnapshots {
 		r.rn.ReportSnapshot(to, raft.SnapshotFinish)
 		r.snapshotsSent++
+		r.snapshotSentAt = r.now()
 	}
 	r.sentSnapshots = r.sentSnapshots[:0]
 }
@@ -677,6 +680,18 @@ func (r *Replica) CompactBehind(keep uint64) {
 		r.storage.compactBehind(keep)
 	}
 }
+
+// LastSnapshotSent is when this replica, as leader, last sent a snapshot
+// (zero: never since it started): the follower then copies the segment
+// files it names, which the application must not swap meanwhile.
+func (r *Replica) LastSnapshotSent() time.Time { return r.snapshotSentAt }
+
+// CompactableEnd is the offset below which the application may compact
+// the log (persistence's PrepareCompaction): the records of entries this
+// replica applied and raft no longer serves, so nothing raft may still
+// send a follower, or truncate, is rewritten. It moves with the
+// compaction point (CompactBehind, EnforceRetention).
+func (r *Replica) CompactableEnd() uint64 { return r.storage.compactableEnd() }
 
 // EnforceRetention applies the log's retention to entries this replica
 // applied, and moves the compaction point to the log's new first entry.

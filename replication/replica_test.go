@@ -305,7 +305,7 @@ func TestFollowerBehindRetentionCatchesUpFromASnapshot(t *testing.T) {
 	if st := c.replica(1).Status(); st.SnapshotsSent == 0 || need.From != 1 {
 		t.Fatalf("snapshots sent %d, from %d", st.SnapshotsSent, need.From)
 	}
-	if _, err := DecodeSnapshotFiles(need.Data); err != nil {
+	if _, _, err := DecodeSnapshotFiles(need.Data); err != nil {
 		t.Fatalf("the snapshot's segment list: %v", err)
 	}
 	c.installSnapshot(3, 1, need)

@@ -37,8 +37,13 @@ const (
 const maxSnapshotFiles = 1 << 16
 
 // EncodeSnapshotFiles encodes a snapshot's segment list: a count, then each
-// file's name length, name and size.
-func EncodeSnapshotFiles(files []persistence.SegmentFile) ([]byte, error) {
+// file's name length, name and size, then, for a log compaction rewrote,
+// the horizon it was compacted below (u64; absent when 0, so a log never
+// compacted encodes as before). The horizon travels with the segments: a
+// follower that installs them takes it as its log's own (the floor below
+// which a cache's watch may not resume), since the copied segments have
+// the gaps compaction left.
+func EncodeSnapshotFiles(files []persistence.SegmentFile, compactedBelow uint64) ([]byte, error) {
 	if len(files) > maxSnapshotFiles {
 		return nil, fmt.Errorf("replication: the log has %d segments, more than a snapshot carries (%d)", len(files), maxSnapshotFiles)
 	}
@@ -47,6 +52,9 @@ func EncodeSnapshotFiles(files []persistence.SegmentFile) ([]byte, error) {
 		b = append(b, byte(len(f.Name)))
 		b = append(b, f.Name...)
 		b = binary.BigEndian.AppendUint64(b, uint64(f.Size))
+	}
+	if compactedBelow > 0 {
+		b = binary.BigEndian.AppendUint64(b, compactedBelow)
 	}
 	return b, nil
 }
@@ -57,37 +65,48 @@ var ErrBadSnapshot = errors.New("replication: malformed snapshot")
 
 // DecodeSnapshotFiles decodes EncodeSnapshotFiles' output, checking that
 // every name is a segment file's, in increasing order, with a size that
-// fits a file.
-func DecodeSnapshotFiles(b []byte) ([]persistence.SegmentFile, error) {
+// fits a file, and that a horizon, if any, is not 0.
+func DecodeSnapshotFiles(b []byte) (files []persistence.SegmentFile, compactedBelow uint64, err error) {
+	files, rest, err := decodeSnapshotFiles(b)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case len(rest) == 8 && binary.BigEndian.Uint64(rest) > 0:
+		return files, binary.BigEndian.Uint64(rest), nil
+	case len(rest) != 0:
+		return nil, 0, fmt.Errorf("%w: %d bytes after the files", ErrBadSnapshot, len(rest))
+	}
+	return files, 0, nil
+}
+
+// decodeSnapshotFiles decodes the segment list, returning what follows.
+func decodeSnapshotFiles(b []byte) ([]persistence.SegmentFile, []byte, error) {
 	if len(b) < 4 {
-		return nil, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(b))
+		return nil, nil, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(b))
 	}
 	n := binary.BigEndian.Uint32(b)
 	b = b[4:]
 	// Each file takes at least 9 bytes: a hostile count allocates nothing.
 	if n > maxSnapshotFiles || uint64(n)*9 > uint64(len(b)) {
-		return nil, fmt.Errorf("%w: %d files in %d bytes", ErrBadSnapshot, n, len(b))
+		return nil, nil, fmt.Errorf("%w: %d files in %d bytes", ErrBadSnapshot, n, len(b))
 	}
 	files := make([]persistence.SegmentFile, 0, n)
 	for range n {
 		if len(b) < 1 || len(b) < 1+int(b[0])+8 {
-			return nil, fmt.Errorf("%w: truncated file entry", ErrBadSnapshot)
+			return nil, nil, fmt.Errorf("%w: truncated file entry", ErrBadSnapshot)
 		}
 		name := string(b[1 : 1+int(b[0])])
 		size := binary.BigEndian.Uint64(b[1+int(b[0]):])
 		b = b[1+int(b[0])+8:]
 		if !persistence.IsSegmentFileName(name) || size > 1<<62 {
-			return nil, fmt.Errorf("%w: file %q of %d bytes", ErrBadSnapshot, name, size)
+			return nil, nil, fmt.Errorf("%w: file %q of %d bytes", ErrBadSnapshot, name, size)
 		}
 		if len(files) > 0 && name <= files[len(files)-1].Name {
-			return nil, fmt.Errorf("%w: file %q out of order", ErrBadSnapshot, name)
+			return nil, nil, fmt.Errorf("%w: file %q out of order", ErrBadSnapshot, name)
 		}
 		files = append(files, persistence.SegmentFile{Name: name, Size: int64(size)})
 	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the files", ErrBadSnapshot, len(b))
-	}
-	return files, nil
+	return files, b, nil
 }
 
 // WriteStagedMeta marks the staged copy in staged complete: the snapshot's

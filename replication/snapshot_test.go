@@ -17,39 +17,55 @@ func TestSnapshotFilesRoundTrip(t *testing.T) {
 		{Name: "00000000000000000000.log", Size: 4096},
 		{Name: "00000000000000001000.log", Size: 17},
 	}
-	b, err := EncodeSnapshotFiles(files)
-	if err != nil {
-		t.Fatal(err)
+	for _, horizon := range []uint64{0, 4000} {
+		b, err := EncodeSnapshotFiles(files, horizon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, h, err := DecodeSnapshotFiles(b)
+		if err != nil || !slices.Equal(got, files) || h != horizon {
+			t.Fatalf("DecodeSnapshotFiles: %v below %d, %v; want %v below %d", got, h, err, files, horizon)
+		}
 	}
-	got, err := DecodeSnapshotFiles(b)
-	if err != nil || !slices.Equal(got, files) {
-		t.Fatalf("DecodeSnapshotFiles: %v, %v; want %v", got, err, files)
+	// A log never compacted encodes as before horizons travelled; any
+	// other tail than a horizon is refused.
+	plain, _ := EncodeSnapshotFiles(files, 0)
+	withHorizon, _ := EncodeSnapshotFiles(files, 1)
+	if len(withHorizon) != len(plain)+8 {
+		t.Fatalf("a horizon took %d bytes, want 8", len(withHorizon)-len(plain))
+	}
+	for _, tail := range [][]byte{{1}, make([]byte, 8), make([]byte, 9)} {
+		if _, _, err := DecodeSnapshotFiles(append(slices.Clone(plain), tail...)); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("files then %x: %v, want ErrBadSnapshot", tail, err)
+		}
 	}
 }
 
 func TestSnapshotFilesRefuseOtherNames(t *testing.T) {
 	for _, name := range []string{"../../etc/passwd", "raft.state", "0000000000000000000a.log", "00000000000000000000.index", ""} {
-		b, err := EncodeSnapshotFiles([]persistence.SegmentFile{{Name: name, Size: 1}})
+		b, err := EncodeSnapshotFiles([]persistence.SegmentFile{{Name: name, Size: 1}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := DecodeSnapshotFiles(b); !errors.Is(err, ErrBadSnapshot) {
+		if _, _, err := DecodeSnapshotFiles(b); !errors.Is(err, ErrBadSnapshot) {
 			t.Errorf("%q: %v, want ErrBadSnapshot", name, err)
 		}
 	}
 }
 
 func FuzzDecodeSnapshotFiles(f *testing.F) {
-	good, _ := EncodeSnapshotFiles([]persistence.SegmentFile{{Name: "00000000000000000000.log", Size: 9}})
+	good, _ := EncodeSnapshotFiles([]persistence.SegmentFile{{Name: "00000000000000000000.log", Size: 9}}, 0)
 	f.Add(good)
+	compacted, _ := EncodeSnapshotFiles([]persistence.SegmentFile{{Name: "00000000000000000000.log", Size: 9}}, 7)
+	f.Add(compacted)
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		files, err := DecodeSnapshotFiles(b)
+		files, horizon, err := DecodeSnapshotFiles(b)
 		if err != nil {
 			return
 		}
-		again, err := EncodeSnapshotFiles(files)
+		again, err := EncodeSnapshotFiles(files, horizon)
 		if err != nil || string(again) != string(b) {
 			t.Fatalf("decoded %v does not encode back to the input", files)
 		}

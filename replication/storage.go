@@ -69,8 +69,17 @@ func OpenStorage(log EntryLog, dir string) (*Storage, error) {
 		return nil, err
 	}
 	s := &Storage{log: log, dir: dir, hs: hs, cs: cs, w: newWindow(0, 0, log.StartOffset())}
-	if err := s.rebuildWindow(); err != nil {
+	compacted, err := s.rebuildWindow()
+	if err != nil {
 		return nil, err
+	}
+	// Compaction rewrites only applied entries, so the last one it
+	// rewrote was committed even if raft.state, written lazily, says
+	// less; raft needs its commit index at least at the compaction point.
+	// (Without a raft.state raft takes the compaction point as committed.)
+	if !raft.IsEmptyHardState(hs) && compacted > hs.Commit {
+		hs.Commit = compacted
+		s.hs = hs
 	}
 	// raft panics on a commit index outside its log; say why instead.
 	if hs.Commit > s.w.lastIndex() || (!raft.IsEmptyHardState(hs) && hs.Commit < s.w.first) {
@@ -84,10 +93,13 @@ func OpenStorage(log EntryLog, dir string) (*Storage, error) {
 // rebuildWindow reads every entry header in the log. When the log no
 // longer starts at index 1 (retention removed its head), its first entry
 // becomes the compaction point: raft then knows that entry's term, which it
-// needs to match the next one.
-func (s *Storage) rebuildWindow() error {
+// needs to match the next one. The last entry compaction rewrote (whose
+// index it returns, 0 for none) is the compaction point if it is later:
+// its records are no longer the ones raft replicated, so neither it nor
+// an entry before it is served again, and a follower that lacks them
+// copies this replica's segments instead.
+func (s *Storage) rebuildWindow() (compacted uint64, err error) {
 	first := true
-	var err error
 	herr := s.log.EntryHeaders(s.log.StartOffset(), func(e Entry) bool {
 		switch {
 		case first && e.Index > 1:
@@ -98,6 +110,9 @@ func (s *Storage) rebuildWindow() error {
 		default:
 			s.w.append(e.Term, e.Base)
 		}
+		if e.Compacted {
+			compacted = e.Index
+		}
 		first = false
 		if e.Kind == EntryRecords && e.Time.After(s.lastTime) {
 			s.lastTime = e.Time
@@ -105,9 +120,12 @@ func (s *Storage) rebuildWindow() error {
 		return true
 	})
 	if herr != nil {
-		return fmt.Errorf("replication: read entry headers: %w", herr)
+		return 0, fmt.Errorf("replication: read entry headers: %w", herr)
 	}
-	return err
+	if err == nil && compacted > s.w.first {
+		s.w.compact(compacted)
+	}
+	return compacted, err
 }
 
 // Committed is the commit index the storage holds (its HardState's, which
@@ -205,14 +223,16 @@ func (s *Storage) FirstIndex() (uint64, error) { return s.w.firstIndex(), nil }
 // follower behind the compaction point. The snapshot is the log itself, up
 // to the applied index: its metadata is that entry's index and term and
 // the ConfState applied with it (exact: conf changes are applied in index
-// order), and Data lists the segment files holding it
-// (EncodeSnapshotFiles), which the follower copies from this replica.
+// order), and Data lists the segment files holding it and the horizon the
+// log was compacted below (EncodeSnapshotFiles), which the follower copies
+// from this replica. The owner's goroutine also commits compactions, so
+// the list and the horizon are of one generation of the files.
 func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
 	index := max(s.applied, s.w.first)
 	if index == 0 || !s.w.has(index) {
 		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
 	}
-	data, err := EncodeSnapshotFiles(s.log.SegmentFiles())
+	data, err := EncodeSnapshotFiles(s.log.SegmentFiles(), s.log.CompactedBelow())
 	if err != nil {
 		return raftpb.Snapshot{}, err
 	}
@@ -338,6 +358,24 @@ func (s *Storage) Compact(index uint64) error {
 	s.w.compact(index)
 	s.recent.dropThrough(index)
 	return nil
+}
+
+// compactableEnd is the offset below which the log may be compacted: the
+// records of the entries raft no longer serves (up to the compaction
+// point, since it answers ErrCompacted below it and sends a snapshot) and
+// that the replica applied (so committed: never truncated). The first
+// entry after both starts there.
+func (s *Storage) compactableEnd() uint64 {
+	// The compaction point's slot keeps its entry's base too (an entry
+	// of the log whenever the point is past index 0).
+	through := min(s.w.first, s.applied)
+	if s.w.has(through + 1) {
+		return s.w.at(through + 1).base
+	}
+	if through >= s.w.lastIndex() && !s.empty() {
+		return s.log.NextOffset()
+	}
+	return s.log.StartOffset()
 }
 
 // compactBehind moves the compaction point to keep entries behind the

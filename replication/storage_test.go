@@ -3,13 +3,17 @@ package replication
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/getfelix/felix-go/persistence"
 )
 
 const noLimit = math.MaxUint64
@@ -29,7 +33,7 @@ func recordsEntry(t *testing.T, index, term uint64, records ...string) raftpb.En
 	return raftpb.Entry{Index: index, Term: term, Type: raftpb.EntryNormal, Data: data}
 }
 
-func openTestStorage(t testing.TB, l *memLog, dir string) *Storage {
+func openTestStorage(t testing.TB, l EntryLog, dir string) *Storage {
 	t.Helper()
 	s, err := OpenStorage(l, dir)
 	if err != nil {
@@ -269,7 +273,7 @@ func TestStorageCompact(t *testing.T) {
 	if want := (raftpb.SnapshotMetadata{Index: 3, Term: 3, ConfState: cs}); !reflect.DeepEqual(snap.Metadata, want) {
 		t.Errorf("Snapshot after compacting to 3 = %+v, want %+v", snap.Metadata, want)
 	}
-	if files, err := DecodeSnapshotFiles(snap.Data); err != nil || len(files) == 0 {
+	if files, _, err := DecodeSnapshotFiles(snap.Data); err != nil || len(files) == 0 {
 		t.Errorf("the snapshot's segment files: %v, %v", files, err)
 	}
 	// Taken at the applied index once the replica applied past the point.
@@ -480,5 +484,123 @@ func TestStorageServesRecentEntriesWithoutReading(t *testing.T) {
 	fromLog, err := s.Entries(1, 4, noLimit)
 	if err != nil || !reflect.DeepEqual(fromLog, append(ents[:2:2], replaced)) {
 		t.Fatalf("the log gives %v, %v; memory gave the same entries", fromLog, err)
+	}
+}
+
+// TestStorageReopensACompactedLog: a real log whose first entries
+// compaction rewrote reopens with the last rewritten entry as its
+// compaction point (it and those before it are never served again: their
+// records are not the ones raft replicated), the entries after it served
+// as written, and a raft.state whose lazily written commit index is below
+// that point raised to it, since compaction only rewrites applied
+// entries.
+func TestStorageReopensACompactedLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := persistence.Config{SegmentBytes: 256, Fsync: persistence.FsyncOnCommit}
+	l, err := persistence.Open(filepath.Join(dir, "log"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openTestStorage(t, l, dir)
+	var ents []raftpb.Entry
+	for i := uint64(1); i <= 30; i++ {
+		ents = append(ents, recordsEntry(t, i, 1+i/10, fmt.Sprintf("key-%d", i%4), fmt.Sprintf("value-%d", i)))
+	}
+	if err := s.Append(ents); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHardState(raftpb.HardState{Term: 4, Commit: 30}); err != nil {
+		t.Fatal(err)
+	}
+	// raft.state keeps commit 3: only term and vote changes write it.
+	if err := writeState(dir, raftpb.HardState{Term: 4, Commit: 3}, raftpb.ConfState{}); err != nil {
+		t.Fatal(err)
+	}
+	// Entry 12 starts at offset 22: compact below it, dropping the
+	// even offsets.
+	const horizon = 22
+	c, err := l.PrepareCompaction(horizon, func(off uint64, v []byte) ([]byte, bool, error) { return v, off%2 == 1, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Horizon() < 4 {
+		t.Fatalf("compaction prepared below %d: the test's log rewrote nothing", c.Horizon())
+	}
+	if _, err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var lastCompacted uint64
+	if err := l.EntryHeaders(l.StartOffset(), func(e Entry) bool {
+		if e.Compacted {
+			lastCompacted = e.Index
+		}
+		return true
+	}); err != nil || lastCompacted == 0 {
+		t.Fatalf("no compacted entry after the compaction (%v)", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if l, err = persistence.Open(filepath.Join(dir, "log"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	again := openTestStorage(t, l, dir)
+	first, _ := again.FirstIndex()
+	last, _ := again.LastIndex()
+	if first != lastCompacted+1 || last != 30 {
+		t.Fatalf("reopened: entries [%d, %d], want [%d, 30]", first, last, lastCompacted+1)
+	}
+	if term, err := again.Term(lastCompacted); err != nil || term != ents[lastCompacted-1].Term {
+		t.Fatalf("Term(%d) of the compaction point = %d, %v; want %d", lastCompacted, term, err, ents[lastCompacted-1].Term)
+	}
+	if _, err := again.Entries(lastCompacted, lastCompacted+1, noLimit); err != raft.ErrCompacted {
+		t.Fatalf("Entries of the last compacted entry: %v, want ErrCompacted", err)
+	}
+	got, err := again.Entries(first, last+1, noLimit)
+	if err != nil || !reflect.DeepEqual(got, ents[first-1:]) {
+		t.Fatalf("Entries(%d, 31) = %v, %v; want the entries as appended", first, got, err)
+	}
+	if hs, _, _ := again.InitialState(); hs.Commit != lastCompacted || hs.Term != 4 {
+		t.Fatalf("InitialState commits %d in term %d, want %d in term 4", hs.Commit, hs.Term, lastCompacted)
+	}
+	// A snapshot carries the horizon with the files.
+	again.applied = 30
+	snap, err := again.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, h, err := DecodeSnapshotFiles(snap.Data); err != nil || len(files) == 0 || h != l.CompactedBelow() || h == 0 {
+		t.Fatalf("snapshot: %d files below %d, %v; want the log's horizon %d", len(files), h, err, l.CompactedBelow())
+	}
+}
+
+// TestStorageCompactableEnd: the log may be compacted below the first
+// entry raft still serves or the replica has not applied, whichever comes
+// first; a fresh storage offers nothing.
+func TestStorageCompactableEnd(t *testing.T) {
+	if got := openTestStorage(t, newMemLog(), t.TempDir()).compactableEnd(); got != 0 {
+		t.Fatalf("a fresh storage: compactable below %d, want 0", got)
+	}
+	s, _ := fiveEntries(t) // entry i holds the record at offset i-1
+	for _, c := range []struct {
+		applied, compact uint64
+		want             uint64
+	}{
+		{applied: 5, compact: 0, want: 0}, // raft serves every entry
+		{applied: 5, compact: 2, want: 2}, // served from entry 3, at offset 2
+		{applied: 3, compact: 4, want: 3}, // applied through 3: entry 4 at offset 3
+		{applied: 5, compact: 5, want: 5}, // nothing served: the log's end
+	} {
+		s.applied = c.applied
+		if c.compact > s.w.first {
+			if err := s.Compact(c.compact); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := s.compactableEnd(); got != c.want {
+			t.Fatalf("applied %d, compacted to %d: compactable below %d, want %d", c.applied, c.compact, got, c.want)
+		}
 	}
 }

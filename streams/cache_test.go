@@ -226,11 +226,15 @@ func TestReplicatedCacheShardAppliesOnCommitAndReadsAtTheLeader(t *testing.T) {
 
 func spawnReplicatedCacheShard(t *testing.T, r *fakeReplica) *testShard {
 	t.Helper()
+	return spawnReplicatedCacheShardOn(t, r, ShardConfig{}, newFakeLog(0), CacheSettings{})
+}
+
+func spawnReplicatedCacheShardOn(t *testing.T, r *fakeReplica, cfg ShardConfig, log Log, settings CacheSettings) *testShard {
+	t.Helper()
 	r.proposals = make(chan struct{}, 16)
 	r.readies = make(chan struct{}, 1)
 	sys := newSystem(t)
-	log := newFakeLog(0)
-	rc := RegistryConfig{PubQueueDepth: 8, Log: zerolog.Nop(), Root: sys.Root}
+	rc := RegistryConfig{Shard: cfg, PubQueueDepth: 8, Log: zerolog.Nop(), Root: sys.Root}
 	rc.OpenLog = func(Def, uint32) (Log, bool, error) { return log, false, nil }
 	opened := make(chan struct{})
 	rc.OpenReplica = func(_ Def, _ uint32, _ Log, inbox *PeerInbox) (Replica, error) {
@@ -239,7 +243,7 @@ func spawnReplicatedCacheShard(t *testing.T, r *fakeReplica) *testShard {
 		return r, nil
 	}
 	sup := spawnSupervisor(t, sys, rc)
-	def := Def{Scope: cacheScope, Shards: 1, Durable: true, Replicas: 3, Cache: &CacheSettings{}}
+	def := Def{Scope: cacheScope, Shards: 1, Durable: true, Replicas: 3, Cache: &settings}
 	res, err := sys.Root.RequestFuture(sup, &spawnShard{def: def, shard: 0}, eventTimeout).Result()
 	if err != nil {
 		t.Fatal(err)

@@ -39,11 +39,18 @@ import (
 // and drops the index's tombstones below the horizon in the same step. A
 // shard that stops first stops the worker and removes its copies.
 //
-// Only unreplicated shards compact: a replicated shard's log is raft's,
-// whose entries the log cannot rewrite (persistence.ErrNotCompactable).
-// Raft's compaction point moves but keeps the records, and a cache takes
-// no retention, so nothing bounds a replicated cache's log yet
-// (docs/OPERATIONS.md says what its compaction needs).
+// A replicated shard's log is raft's: each replica compacts its own, the
+// same rule on each, entry by entry (the log keeps each entry's index,
+// term and span), and its horizon is also held below Replica.
+// CompactableEnd, so nothing raft may still send a follower, or truncate,
+// is rewritten. Horizons differ between replicas (the resume window reads
+// each one's clock, the compaction points differ); reads are by key from
+// the index, which compaction leaves as it was on each, so only a watch's
+// resume sees where a replica's floor is. While a follower may be copying
+// the replica's segment files (Replica.CopyingSegments: a snapshot sent
+// or a chunk served lately) no compaction starts, and one prepared is
+// given up rather than committed, so no file is swapped between two
+// chunks of a copy.
 
 // CompactableLog is a Log whose sealed segments compaction can rewrite
 // (the broker's adapter over persistence.Log). A shard whose log is not
@@ -160,7 +167,7 @@ func compactedBelow(log Log) uint64 {
 // maybeCompactCache starts a compaction worker when the rule in this
 // file's doc says one is due.
 func (s *shard) maybeCompactCache() {
-	if s.cache == nil || s.log == nil || s.repl != nil || s.stopping || s.cache.compaction.running {
+	if s.cache == nil || s.log == nil || s.stopping || s.cache.compaction.running || s.copyingSegments() {
 		return
 	}
 	log, ok := s.log.(CompactableLog)
@@ -197,9 +204,13 @@ func (s *shard) maybeCompactCache() {
 }
 
 // cacheHorizon is where compaction may reach now: below the resume
-// window, the committed end and the active segment.
+// window, the committed end and the active segment, and on a replicated
+// shard what raft no longer serves.
 func (s *shard) cacheHorizon(log CompactableLog) (uint64, error) {
 	horizon := min(log.Committed(), log.SealedEnd())
+	if s.repl != nil {
+		horizon = min(horizon, s.repl.replica.CompactableEnd())
+	}
 	if w := s.cfg.CacheResumeWindow; w > 0 {
 		recent, err := log.OffsetForTime(time.Now().Add(-w))
 		if err != nil {
@@ -284,6 +295,15 @@ func (s *shard) handleCacheCompactionDone() {
 		s.logger.Warn().Err(res.err).Msg("cache compaction")
 		return
 	}
+	if s.copyingSegments() {
+		// A follower may be copying the files the commit would swap:
+		// the next tick after the copy prepares again.
+		c.growAfter = 0
+		if err := res.prep.Abort(); err != nil {
+			s.logger.Warn().Err(err).Msg("abort cache compaction")
+		}
+		return
+	}
 	stats, err := res.prep.Commit()
 	if err != nil {
 		s.logger.Error().Err(err).Msg("cache compaction commit")
@@ -301,6 +321,13 @@ func (s *shard) handleCacheCompactionDone() {
 	if s.cfg.OnCacheCompacted != nil {
 		s.cfg.OnCacheCompacted(done)
 	}
+}
+
+// copyingSegments says a follower may be copying this replica's segment
+// files: no compaction starts or commits meanwhile, so none swaps a file
+// between two of the copy's chunks.
+func (s *shard) copyingSegments() bool {
+	return s.repl != nil && s.repl.replica.CopyingSegments()
 }
 
 // stopCacheCompaction stops a running worker and removes what it wrote,

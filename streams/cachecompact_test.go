@@ -268,3 +268,110 @@ func TestCacheHorizonKeepsTheResumeWindow(t *testing.T) {
 		t.Fatalf("horizon without a window: %d, %v; want the active segment's base %d", h, err, plog.SealedEnd())
 	}
 }
+
+// writeReplicated has the leader propose op, commits it, and fails unless
+// it applied at offset want.
+func (ts *testShard) writeReplicated(t *testing.T, r *fakeReplica, op CacheOp, want uint64) {
+	t.Helper()
+	answers := make(chan PublishResult, 2)
+	if res := ts.ref.Mailbox.TryPost(&Publish{Cache: &op, Done: func(r PublishResult) { answers <- r }}, eventTimeout); !res.Accepted() {
+		t.Fatalf("cache write not admitted: %v", res)
+	}
+	r.proposed(t, 1)
+	r.commitAll(t)
+	if res := answer(t, answers); res.Err != nil || res.Cache == nil || res.Cache.Err != nil || res.Base != want {
+		t.Fatalf("%s %q: %+v; want applied at %d", op.Record.Kind, op.Record.Key, res, want)
+	}
+}
+
+// TestReplicatedCacheCompactsBelowWhatRaftServes: a replicated cache
+// shard over a real log of raft entries compacts it, never past what its
+// replica says raft no longer serves: with nothing compactable nothing
+// is rewritten however much is superseded, nor while a follower may be
+// copying the segments, and once the compaction point moves the horizon
+// stops at it, below it the log holds exactly what the
+// rule keeps, every entry keeps its index and base, and the index reads
+// every key as before.
+func TestReplicatedCacheCompactsBelowWhatRaftServes(t *testing.T) {
+	plog, err := persistence.Open(t.TempDir(), persistence.Config{SegmentBytes: 1024, IndexIntervalBytes: 256, Fsync: persistence.FsyncNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plog.Close()
+	compacted := make(chan *CacheCompacted, 16)
+	cfg := ShardConfig{cacheExpiryInterval: 5 * time.Millisecond, OnCacheCompacted: func(c *CacheCompacted) { compacted <- c }}
+	r := &fakeReplica{entries: plog}
+	ts := spawnReplicatedCacheShardOn(t, r, cfg, compactLog{plog}, CacheSettings{History: 1})
+	becomeLeader(t, r, 1)
+	keys := []string{"a", "b", "c", "d"}
+	var log []written
+	for off := uint64(0); off < 200; off++ {
+		op := put(keys[off%4], fmt.Sprintf("v-%d", off))
+		ts.writeReplicated(t, r, op, off)
+		log = append(log, written{offset: off, op: op})
+		// Far more superseded than kept, sealed segments, no window, and
+		// the writes take many ticks: only the replica holds compaction
+		// back.
+		if st := ts.read(t, &CacheFloor{}); off%50 == 49 && (st.Floor != 0 || len(compacted) != 0) {
+			t.Fatalf("compacted with nothing compactable: floor %d", st.Floor)
+		}
+	}
+	headers := func() []persistence.Entry {
+		var out []persistence.Entry
+		if err := plog.EntryHeaders(plog.StartOffset(), func(e persistence.Entry) bool { out = append(out, e); return true }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := headers()
+	state := readCacheState(t, ts, keys)
+	const point = 150 // raft's compaction point moves: served from offset 150
+	// While a follower may be copying the segments, nothing compacts:
+	// the shard asks on three ticks, and starts nothing.
+	asked := make(chan struct{}, 1)
+	r.mu.Lock()
+	r.compactable, r.copying, r.copyAsked = point, true, asked
+	r.mu.Unlock()
+	for range 3 {
+		select {
+		case <-asked:
+		case <-time.After(eventTimeout):
+			t.Fatal("the shard never asked whether a copy is under way")
+		}
+	}
+	if st := ts.read(t, &CacheFloor{}); st.Floor != 0 || len(compacted) != 0 {
+		t.Fatalf("compacted under a copy: floor %d", st.Floor)
+	}
+	r.mu.Lock()
+	r.copying = false
+	r.mu.Unlock()
+	var c *CacheCompacted
+	select {
+	case c = <-compacted:
+	case <-time.After(eventTimeout):
+		t.Fatal("no compaction within the event timeout")
+	}
+	if c.Horizon == 0 || c.Horizon > point || c.RecordsRemoved == 0 {
+		t.Fatalf("compaction %+v; want a horizon at most the compactable end %d, records removed", c, point)
+	}
+	checkCompactedLog(t, plog, log, c.Horizon, 1)
+	after := headers()
+	if len(after) != len(before) {
+		t.Fatalf("%d entries after compaction, %d before", len(after), len(before))
+	}
+	for i, e := range after {
+		b := before[i]
+		if e.Index != b.Index || e.Term != b.Term || e.Base != b.Base || e.Kind != b.Kind {
+			t.Fatalf("entry %d after compaction: %+v, before %+v", i, e, b)
+		}
+		if e.Compacted && e.Base >= c.Horizon {
+			t.Fatalf("entry %d at %d, at or above the horizon %d, was compacted", e.Index, e.Base, c.Horizon)
+		}
+	}
+	if got := readCacheState(t, ts, keys); got != state {
+		t.Fatalf("after compaction:\n%s\nwant\n%s", got, state)
+	}
+	if st := ts.read(t, &CacheFloor{}); st.Floor != c.Horizon {
+		t.Fatalf("floor %d after compaction, want the horizon %d", st.Floor, c.Horizon)
+	}
+}

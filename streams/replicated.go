@@ -63,6 +63,15 @@ type Replica interface {
 	// Restart says the replica must start again from its storage: it
 	// copied its leader's segments, which replace its log when it opens.
 	Restart() bool
+	// CompactableEnd is the offset below which the shard may compact its
+	// log (a cache's, cachecompact.go): the records of entries the replica
+	// applied and raft no longer serves, so nothing raft may still send or
+	// truncate is rewritten.
+	CompactableEnd() uint64
+	// CopyingSegments says a follower may be copying this replica's
+	// segment files (a snapshot went out, or a chunk was served, lately):
+	// a compaction must not swap them under the copy.
+	CopyingSegments() bool
 	// AppliedEnd is the offset after the records the replica had applied
 	// before it started (what its storage knows committed): raft hands
 	// over only the entries after them.

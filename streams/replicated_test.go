@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/getfelix/felix-go/actors"
+	"github.com/getfelix/felix-go/persistence"
 	"github.com/getfelix/felix-go/wire"
 )
 
@@ -30,6 +31,13 @@ type fakeReplica struct {
 	// each Ready.
 	proposals chan struct{}
 	readies   chan struct{}
+	// entries, if set, is the shard's log as raft's storage: Ready writes
+	// each entry it applies there first, as replication.Storage does.
+	// compactable is what CompactableEnd says.
+	entries     *persistence.Log
+	compactable uint64
+	copying     bool
+	copyAsked   chan struct{} // told of each CopyingSegments, if set
 }
 
 type fakeEntry struct {
@@ -65,10 +73,21 @@ func (f *fakeReplica) Removed() bool              { return false }
 func (f *fakeReplica) Restart() bool              { return false }
 func (f *fakeReplica) EnforceRetention(time.Time) {}
 func (f *fakeReplica) AppliedEnd() uint64         { return 0 }
+func (f *fakeReplica) CompactableEnd() uint64     { f.mu.Lock(); defer f.mu.Unlock(); return f.compactable }
 func (f *fakeReplica) Step([]byte) error          { return nil }
 func (f *fakeReplica) Close()                     {}
 func (f *fakeReplica) HasReady() bool             { f.mu.Lock(); defer f.mu.Unlock(); return f.hasReadyLocked() }
 func (f *fakeReplica) hasReadyLocked() bool       { return f.placed < len(f.log) || f.applied < f.commit }
+
+func (f *fakeReplica) CopyingSegments() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case f.copyAsked <- struct{}{}:
+	default:
+	}
+	return f.copying
+}
 
 func (f *fakeReplica) ReadIndex(uint64)                 {}
 func (f *fakeReplica) LeaderContact() (time.Time, bool) { return time.Time{}, false }
@@ -81,6 +100,16 @@ func (f *fakeReplica) Ready(apply func(Applied), _ func(id, index uint64)) error
 	var batch []Applied
 	for ; f.applied < f.commit; f.applied++ {
 		e := f.log[f.applied]
+		if f.entries != nil {
+			meta := persistence.EntryMeta{Index: uint64(f.applied + 1), Term: e.term}
+			if len(e.records) == 0 {
+				meta.Kind = persistence.EntryEmpty
+			}
+			if _, err := f.entries.AppendEntry(meta, e.records, time.Now(), nil); err != nil {
+				f.mu.Unlock()
+				return err
+			}
+		}
 		batch = append(batch, Applied{Index: uint64(f.applied + 1), Term: e.term, Base: f.next, Stamp: e.stamp, Records: e.records})
 		f.next += uint64(len(e.records))
 	}

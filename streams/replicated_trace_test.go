@@ -165,6 +165,8 @@ func (r *scriptReplica) Removed() bool                    { return false }
 func (r *scriptReplica) Restart() bool                    { return false }
 func (r *scriptReplica) EnforceRetention(time.Time)       {}
 func (r *scriptReplica) AppliedEnd() uint64               { return 0 }
+func (r *scriptReplica) CompactableEnd() uint64           { return 0 }
+func (r *scriptReplica) CopyingSegments() bool            { return false }
 func (r *scriptReplica) Step([]byte) error                { return nil }
 func (r *scriptReplica) Close()                           {}
 
