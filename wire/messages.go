@@ -103,7 +103,7 @@ const (
 	// SupportedFeatures is every feature this version implements.
 	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards |
 		FeaturePublishConditional | FeatureIdempotentProducer | FeatureRedirect | FeatureShardOwners |
-		FeatureReplicationStatus | FeatureCache
+		FeatureReplicationStatus | FeatureCache | FeatureCacheSnapshotEnd
 	// SupportedFlags is every frame flag this version reads and writes.
 	SupportedFlags = knownFlags
 )
