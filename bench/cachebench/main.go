@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/getfelix/felix-go/bench/procstat"
 )
 
 // histMax bounds the recorded latencies: an operation slower than this is
@@ -217,7 +219,7 @@ type clientResult struct {
 // answered after the window closed is not counted.
 func measure(ctx context.Context, stores []store, s settings, value []byte) result {
 	out := make([]clientResult, len(stores))
-	cpu0 := sampleCPU(s.serverPID, s.clkTck)
+	cpu0 := procstat.Take(s.serverPID, s.clkTck)
 	start := time.Now()
 	end := start.Add(s.duration)
 	var wg sync.WaitGroup
@@ -251,7 +253,7 @@ func measure(ctx context.Context, stores []store, s settings, value []byte) resu
 		})
 	}
 	wg.Wait()
-	cpu1 := sampleCPU(s.serverPID, s.clkTck)
+	cpu1 := procstat.Take(s.serverPID, s.clkTck)
 	all := hdrhistogram.New(1, histMax, 3)
 	res := result{Op: s.op, Clients: s.clients, Payload: s.size, DurationS: s.duration.Seconds()}
 	for _, r := range out {
@@ -269,10 +271,16 @@ func measure(ctx context.Context, stores []store, s settings, value []byte) resu
 	res.P99us = float64(all.ValueAtQuantile(99)) / 1e3
 	res.MaxUs = float64(all.Max()) / 1e3
 	if res.Ops > 0 {
-		res.ClientCPUus = perOp(cpu1.self-cpu0.self, res.Ops)
-		if cpu0.serverOK && cpu1.serverOK {
-			res.ServerCPUus = perOp(cpu1.server-cpu0.server, res.Ops)
+		res.ClientCPUus = perOp(cpu1.Self-cpu0.Self, res.Ops)
+		if cpu0.ServerOK && cpu1.ServerOK {
+			res.ServerCPUus = perOp(cpu1.Server-cpu0.Server, res.Ops)
 		}
 	}
 	return res
+}
+
+// perOp is d per operation in microseconds (ops > 0).
+func perOp(d time.Duration, ops int64) *float64 {
+	v := float64(d.Microseconds()) / float64(ops)
+	return &v
 }
