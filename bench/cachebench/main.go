@@ -15,6 +15,11 @@
 // operation's round trip, HDR histogram), ops, errors, and the CPU per
 // operation in the window of this process and (--server-pid) the server's.
 //
+// --op watch is the watch fanout row (felix and natskv; watch.go):
+// --watchers prefix watches over --clients connections, --writers
+// writers putting under the prefix; it prints deliveries_per_s, p50_us
+// and p99_us put to delivery, and CPU seconds per million deliveries.
+//
 // It is its own module (bench/cachebench/go.mod) so the felix module does
 // not depend on nats.go or go-redis; it builds the felix client from this
 // checkout (a replace directive). bench/compare.sh builds and runs it:
@@ -64,6 +69,13 @@ type settings struct {
 	// is charged; clkTck its /proc clock ticks a second.
 	serverPID int
 	clkTck    int
+	// The watch row's: watches in all (over clients connections), how
+	// many puts the writer may be past the last one every watcher has,
+	// and how long it runs before the window opens.
+	watchers int
+	writers  int
+	ahead    int
+	warmup   time.Duration
 }
 
 type result struct {
@@ -84,14 +96,27 @@ type result struct {
 	// operation was answered.
 	ServerCPUus *float64 `json:"server_cpu_us_per_op,omitempty"`
 	ClientCPUus *float64 `json:"client_cpu_us_per_op,omitempty"`
-	FirstErr    string   `json:"first_error,omitempty"`
+	// The watch row's: watches, deliveries in the window and their rate,
+	// and CPU seconds per million deliveries (p50/p99 are put to
+	// delivery there).
+	Watchers       int      `json:"watchers,omitempty"`
+	Writers        int      `json:"writers,omitempty"`
+	Delivered      int64    `json:"delivered,omitempty"`
+	DeliveriesPerS float64  `json:"deliveries_per_s,omitempty"`
+	ServerCPUsPerM *float64 `json:"server_cpu_s_per_m_deliveries,omitempty"`
+	ClientCPUsPerM *float64 `json:"client_cpu_s_per_m_deliveries,omitempty"`
+	FirstErr       string   `json:"first_error,omitempty"`
 }
 
 func main() {
 	var s settings
 	name := flag.String("system", "felix", "felix, natskv or redis")
-	flag.StringVar(&s.op, "op", "put", "put or get")
-	flag.IntVar(&s.clients, "clients", 1, "clients, each on its own connection, one operation in flight each")
+	flag.StringVar(&s.op, "op", "put", "put, get or watch (felix and natskv: a prefix watch fanned out to --watchers)")
+	flag.IntVar(&s.clients, "clients", 1, "clients, each on its own connection, one operation in flight each (watch: the watchers' connections)")
+	flag.IntVar(&s.watchers, "watchers", 1000, "watch: prefix watches in all, spread over --clients connections")
+	flag.IntVar(&s.writers, "writers", 4, "watch: writers, each on its own connection with one put in flight")
+	flag.IntVar(&s.ahead, "ahead", 16, "watch: puts the writer may be past the last one every watcher has")
+	flag.DurationVar(&s.warmup, "warmup", time.Second, "watch: puts before the window opens")
 	flag.DurationVar(&s.duration, "duration", 5*time.Second, "how long the timed window lasts")
 	flag.IntVar(&s.size, "size", 128, "value bytes")
 	flag.IntVar(&s.keys, "keys", 1000, "keys per client")
@@ -122,7 +147,17 @@ func main() {
 	default:
 		fail(fmt.Errorf("--system %q: want felix, natskv or redis", *name))
 	}
-	res, err := run(sys, s)
+	var res result
+	var err error
+	if s.op == "watch" {
+		ws, ok := sys.(watchSystem)
+		if !ok {
+			fail(fmt.Errorf("--op watch: --system %s has no watches here", *name))
+		}
+		res, err = runWatch(ws, s)
+	} else {
+		res, err = run(sys, s)
+	}
 	if err != nil {
 		fail(err)
 	}
@@ -142,8 +177,10 @@ func fail(err error) {
 
 func (s settings) validate() error {
 	switch {
-	case s.op != "put" && s.op != "get":
-		return fmt.Errorf("--op %q: want put or get", s.op)
+	case s.op != "put" && s.op != "get" && s.op != "watch":
+		return fmt.Errorf("--op %q: want put, get or watch", s.op)
+	case s.op == "watch" && (s.watchers < 1 || s.watchers > 100000 || s.clients > s.watchers || s.writers < 1 || s.ahead < s.writers || s.warmup < 0):
+		return fmt.Errorf("--watchers %d, --clients %d, --writers %d, --ahead %d, --warmup %s: want 1 to 100000 watchers, at most one connection each, a writer or more and ahead at least the writers", s.watchers, s.clients, s.writers, s.ahead, s.warmup)
 	case s.clients < 1 || s.clients > 1024:
 		return fmt.Errorf("--clients %d: want 1 to 1024", s.clients)
 	case s.duration <= 0:
