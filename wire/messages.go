@@ -602,6 +602,11 @@ func DecodeMessageLimit(payload []byte, limit int) (Message, error) {
 	if err := checkMsgpack(payload); err != nil {
 		return nil, err
 	}
+	if t, body, ok := splitEnvelope(payload); ok {
+		if m, ok := newMessage(t).(fastBody); ok && m.decodeFast(body) {
+			return m.(Message), nil
+		}
+	}
 	var env envelope
 	if err := msgpack.Unmarshal(payload, &env); err != nil {
 		return nil, fmt.Errorf("%w: control message: %v", ErrMalformed, err)
