@@ -55,8 +55,13 @@
 #                  p50/p99 round trip, CPU per operation of the server and
 #                  of the client process; its own table, with Felix / NATS
 #                  KV and Felix / Redis. Redis's rows are n/a without
-#                  redis-server. (No watch fanout row yet: caches have no
-#                  watches on main.)
+#                  redis-server. And the watch fanout row: one prefix
+#                  watched by CACHE_WATCHERS (1000) watchers over 10
+#                  connections, 4 writers (one put in flight each, at most
+#                  16 puts past the newest one every watcher has) of 128 B
+#                  values: Felix's prefix watches vs NATS KV watchers
+#                  (updates only) on the same servers; deliveries/s, p50/p99
+#                  put to delivery, CPU per million deliveries (Redis: n/a).
 #   websocket      WS_SUBS (1000) WebSocket subscribers, each its own
 #                  connection, on one stream and one publisher of 128 B
 #                  records: bench/wsbench against a felix broker's
@@ -81,7 +86,7 @@
 # Sizes can be changed through the environment: CORE_N_128 (1000000),
 # CORE_N_1K (200000), CORE_WARMUP (6400, Felix's warmup messages), LAT_DUR (10s), SLOW_N (1000000), REPL_N (200000),
 # STEP_TIMEOUT (180, seconds, the bound on any one command), GROUP_N (100000),
-# CACHE_DUR (10s, each cache row's timed window), WS_SUBS (1000), WS_DUR (10s,
+# CACHE_DUR (10s, each cache row's timed window), CACHE_WATCHERS (1000, the watch row's watchers), WS_SUBS (1000), WS_DUR (10s,
 # each websocket row's publishing window), WS_RATE (20, the paced row's records/s).
 # SCENARIOS (default "core latency slow durable group replicated cache"; websocket
 # is also known) runs only those (SCENARIOS=cache alone writes bench/results/cache.*
@@ -114,6 +119,7 @@ DUR_SYNC_N=${DUR_SYNC_N:-50000}
 GROUP_N=${GROUP_N:-100000}
 REPL_N=${REPL_N:-200000}
 CACHE_DUR=${CACHE_DUR:-10s}
+CACHE_WATCHERS=${CACHE_WATCHERS:-1000}
 WS_SUBS=${WS_SUBS:-1000}
 WS_DUR=${WS_DUR:-10s}
 WS_RATE=${WS_RATE:-20}
@@ -705,6 +711,29 @@ cache() {
 	rec "$label" "$sys" "$run" "client CPU µs/op" "$(jget client_cpu_us_per_op <<<"$out")"
 }
 
+# cache_watch RUN SYSTEM: bench/cachebench --op watch, CACHE_WATCHERS prefix
+# watches over 10 connections and 4 writers of 128 B values (Felix: the
+# durable 1-shard cache of cache(); NATS: a KV bucket's watchers). Redis
+# has no such row.
+cache_watch() {
+	local run=$1 sys=$2 pid args out rc=0
+	local label="cache watch fanout to $CACHE_WATCHERS watchers"
+	case $sys in
+	felix) pid=$LOSSLESS_PID args=(--system felix --broker "$LOSSLESS_ADDR" --ca "$LOSSLESS_CA" --token "$LOSSLESS_TOKEN"
+		--cache "kw-$run" --durable --shards 1) ;;
+	nats) pid=$NATS_PID args=(--system natskv --server "$NATS_URL" --bucket "kw-$run") ;;
+	*) return 0 ;;
+	esac
+	out=$(bounded "$TOOLS/cachebench" "${args[@]}" --op watch --watchers "$CACHE_WATCHERS" --clients 10 --writers 4 \
+		--ahead 16 --size 128 --duration "$CACHE_DUR" --server-pid "$pid" --clk-tck "$CLK_TCK" 2>"$WORK/cache.err") || rc=$?
+	((rc == 0)) || log "  cachebench watch $sys exited $rc: $(tr '\n' ' ' <"$WORK/cache.err") $(grep -o '"first_error":"[^"]*"' <<<"$out")"
+	rec "$label" "$sys" "$run" deliveries/s "$(jget deliveries_per_s <<<"$out")"
+	rec "$label" "$sys" "$run" p50 "$(jget p50_us <<<"$out")"
+	rec "$label" "$sys" "$run" p99 "$(jget p99_us <<<"$out")"
+	rec "$label" "$sys" "$run" "server CPU s/M" "$(jget server_cpu_s_per_m_deliveries <<<"$out")"
+	rec "$label" "$sys" "$run" "client CPU s/M" "$(jget client_cpu_s_per_m_deliveries <<<"$out")"
+}
+
 # ---- WebSocket fanout -------------------------------------------------------
 # Its two servers are started on first use (ws_servers), so the other
 # scenarios run without them: a felix broker with browser_listen (block
@@ -834,6 +863,7 @@ for ((run = 1; run <= RUNS; run++)); do
 			three "$run" cache "$run" "$op" 1
 			three "$run" cache "$run" "$op" 16
 		done
+		three "$run" cache_watch "$run"
 	fi
 done
 stop_replicated_servers
@@ -972,7 +1002,7 @@ CMD="bench/compare.sh -n $RUNS"
 	echo "# Felix vs NATS, side by side"
 	echo
 	echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); $RUNS run(s) of each scenario, Felix and NATS alternating; $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
-	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, GROUP_N=$GROUP_N, REPL_N=$REPL_N, CACHE_DUR=$CACHE_DUR, WS_SUBS=$WS_SUBS, WS_DUR=$WS_DUR, WS_RATE=$WS_RATE, SCENARIOS=\"$SCENARIOS\", IDLE_MIN=$IDLE_MIN)"
+	echo "- Command: \`$CMD\` (CORE_N_128=$CORE_N_128, CORE_N_1K=$CORE_N_1K, LAT_DUR=$LAT_DUR, SLOW_N=$SLOW_N, DUR_N=$DUR_N, DUR_SYNC_N=$DUR_SYNC_N, GROUP_N=$GROUP_N, REPL_N=$REPL_N, CACHE_DUR=$CACHE_DUR, CACHE_WATCHERS=$CACHE_WATCHERS, WS_SUBS=$WS_SUBS, WS_DUR=$WS_DUR, WS_RATE=$WS_RATE, SCENARIOS=\"$SCENARIOS\", IDLE_MIN=$IDLE_MIN)"
 	echo "- Machine: $MACHINE; idle ${IDLE_START}% before, ${IDLE_END}% after (vmstat, 1 s);"
 	echo "  idle before each Felix/NATS pair: $(sort -n "$IDLES" | awk '{ v[NR] = $1 } END { printf "min %s%%, median %s%%, max %s%%", v[1], v[int((NR + 1) / 2)], v[NR] }') (gate: IDLE_MIN=$IDLE_MIN)."
 	echo "- Versions: felix at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$DIRTY ($("$FELIX" version | cut -d' ' -f2-)), nats-server $("$TOOLS/nats-server" --version | awk '{print $2}'), natscli $("$NATS" --version)."
@@ -1025,6 +1055,9 @@ CMD="bench/compare.sh -n $RUNS"
 		echo "NATS KV: a JetStream bucket (file storage, history 1, default sync) on the same nats-server; Redis:"
 		echo "redis-server $REDIS_VERSION with no persistence. p50/p99: each operation's round trip. CPU per operation over the"
 		echo "window only: the server process's (/proc/PID/stat) and the client process's (getrusage)."
+		echo "The watch fanout row: one prefix watched by $CACHE_WATCHERS watchers over 10 connections, 4 writers of 128 B"
+		echo "values (one put in flight each, at most 16 puts past the newest every watcher has); p50/p99 put to"
+		echo "delivery, CPU per million deliveries. Redis has no watch row."
 		echo "Felix / X above 1: Felix did more operations (ops/s) or took longer (latency, CPU)."
 	fi
 } >"$RESULTS/$OUT.md"

@@ -45,7 +45,7 @@ func (c *conn) CacheWatch(ctx context.Context, req *service.CacheWatch, open ser
 	if err := c.adopt(ctx, sub, release); err != nil {
 		return nil, err
 	}
-	add := &streams.AddWatcher{ID: id, Feeder: queue, Key: req.Key, Prefix: req.Prefix, From: req.From, Retained: req.Retained}
+	add := &streams.AddWatcher{ID: id, Feeder: queue, Key: req.Key, Prefix: req.Prefix, From: req.From, Retained: req.Retained, SnapshotEnd: req.SnapshotEnd}
 	added, err := actors.Request[*streams.WatcherAdded](actors.Detached(ctx), c.b.system.Root, ref.PID, add, requestTimeout)
 	if err == nil {
 		err = added.Err

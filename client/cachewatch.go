@@ -40,20 +40,28 @@ type WatchFrom struct {
 	QueueCapacity int
 }
 
-// WatchEvent is one change of a watched key, or a retained key's value.
+// WatchEvent is one change of a watched key, a retained key's value, or
+// the end of a shard's snapshot.
 type WatchEvent struct {
 	Shard uint32
 	Kind  wire.WatchKind
 	Key   string
 	Value []byte
 	// Version is the offset in Shard of the record that made the change
-	// (a retained event: the key's version).
+	// (a retained event: the key's version; a snapshot's end: the version
+	// the shard's changes start from).
 	Version uint64
 	// Retained marks a snapshot's event: the key's value when the watch
 	// (re)started. Resnapshot marks a snapshot that replaced a resume:
-	// keys not in it were deleted meanwhile. A snapshot of no key sends
-	// no event, so such a resume is not seen (docs/OPERATIONS.md, "Cache
-	// watches").
+	// keys not in it were deleted meanwhile. Every snapshot of a shard,
+	// even one of no key, ends with an event of Kind WatchSnapshotEnd
+	// (Retained, no key): a prefix watch's reader drops then what it
+	// holds of the shard that the snapshot did not name. A key watch's
+	// resnapshot that does not hold the key reports it first as a
+	// WatchDelete (Retained, Resnapshot, Version the snapshot's end): it
+	// was deleted while the watch was away. (A broker without
+	// FeatureCacheSnapshotEnd marks no end, and such a resume shows
+	// nothing.)
 	Retained, Resnapshot bool
 	// Commit marks a change of an atomic commit; the commit's event
 	// (Kind WatchCommitEvent) comes after its changes.
@@ -95,8 +103,11 @@ type Watcher struct {
 	end    context.CancelFunc
 	wg     sync.WaitGroup
 
-	// Next's own: each shard's position.
+	// Next's own: each shard's position, and an event Next returns
+	// before it reads the next one (a key watch's snapshot end, after
+	// the delete it implied).
 	shards map[uint32]*shardPosition
+	held   *WatchEvent
 	// resumed counts shard watches made again (a ClusterClient's).
 	resumed atomic.Int64
 
@@ -108,13 +119,15 @@ type Watcher struct {
 
 // shardPosition is where a shard's watch is: the version it resumes from,
 // how many changes of that version (a commit's) were returned already,
-// and how many retained events of its snapshot are still to come.
+// and how many retained events of its snapshot are still to come (its
+// end among them, when the broker marks it) and how many came.
 type shardPosition struct {
-	resume      uint64
-	skip        int
-	retainedDue uint64
-	resnapshot  bool
-	pause       backoff
+	resume       uint64
+	skip         int
+	retainedDue  uint64
+	retainedSeen uint64
+	resnapshot   bool
+	pause        backoff
 	// pending: the shard's watch ended for a reason a new one cures and
 	// is not watched again yet (a Next's context ended first); every
 	// Next tries again before it waits.
@@ -218,9 +231,12 @@ func (w *Watcher) startShard(ctx context.Context, n uint32, from *uint64, retain
 		w.shards[n] = pos
 	}
 	pos.resume, pos.skip = started.Resume, skip
-	pos.retainedDue, pos.resnapshot = started.RetainedCount, started.Resnapshot
+	pos.retainedDue, pos.resnapshot, pos.retainedSeen = started.RetainedCount, started.Resnapshot, 0
 	if started.Resnapshot || retained {
 		pos.skip = 0
+		if sub.c.features&wire.FeatureCacheSnapshotEnd != 0 {
+			pos.retainedDue++ // its end
+		}
 	}
 	w.mu.Lock()
 	w.mu.subs[n] = sub
@@ -273,6 +289,10 @@ func (w *Watcher) forward(n uint32, sub *Subscription, skip int, resume uint64) 
 // ClusterClient's resume that fails (ctx ended first, or the shard's
 // owner refused) is returned and tried again by the next Next.
 func (w *Watcher) Next(ctx context.Context) (WatchEvent, error) {
+	if ev := w.held; ev != nil {
+		w.held = nil
+		return *ev, nil
+	}
 	for {
 		if err := w.resumePending(ctx); err != nil {
 			return WatchEvent{}, err
@@ -291,6 +311,11 @@ func (w *Watcher) Next(ctx context.Context) (WatchEvent, error) {
 		pos := w.shards[item.shard]
 		if item.err == nil {
 			pos.advance(&item.ev)
+			if item.ev.Kind == wire.WatchSnapshotEnd && pos.resnapshot && pos.retainedSeen == 0 && !w.target.Prefix {
+				w.held = &item.ev
+				return WatchEvent{Shard: item.shard, Kind: wire.WatchDelete, Key: w.target.Key, Version: item.ev.Version,
+					Retained: true, Resnapshot: true}, nil
+			}
 			return item.ev, nil
 		}
 		if w.follow == nil || !w.follow(item.gen, item.err) {
@@ -331,8 +356,12 @@ func (w *Watcher) current(item watchItem) bool {
 // advance moves a shard's position past ev, returned.
 func (pos *shardPosition) advance(ev *WatchEvent) {
 	switch {
+	case ev.Kind == wire.WatchSnapshotEnd:
+		ev.Resnapshot = pos.resnapshot
+		pos.retainedDue = 0 // whole, whatever was counted
 	case ev.Retained:
 		ev.Resnapshot = pos.resnapshot
+		pos.retainedSeen++
 		if pos.retainedDue > 0 {
 			pos.retainedDue--
 		}

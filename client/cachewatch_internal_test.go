@@ -35,3 +35,20 @@ func TestWatchPositionAdvances(t *testing.T) {
 		t.Fatalf("retained still due: %d; want 0 after the snapshot's one event", pos.retainedDue)
 	}
 }
+
+// TestWatchSnapshotEndCompletesTheSnapshot: a snapshot's end leaves
+// nothing of it due (a lag after it resumes from a version, not retained
+// again) and moves no resume version; it carries the resnapshot mark.
+func TestWatchSnapshotEndCompletesTheSnapshot(t *testing.T) {
+	pos := &shardPosition{resume: 9, retainedDue: 3, resnapshot: true}
+	key := WatchEvent{Kind: wire.WatchPut, Version: 4, Retained: true}
+	pos.advance(&key)
+	end := WatchEvent{Kind: wire.WatchSnapshotEnd, Version: 9, Retained: true}
+	pos.advance(&end)
+	if pos.retainedDue != 0 || pos.retainedSeen != 1 || pos.resume != 9 {
+		t.Fatalf("after the snapshot's end: due %d, seen %d, resume %d; want 0, 1, 9", pos.retainedDue, pos.retainedSeen, pos.resume)
+	}
+	if !key.Resnapshot || !end.Resnapshot {
+		t.Fatalf("resnapshot marks: key %v, end %v; want both", key.Resnapshot, end.Resnapshot)
+	}
+}

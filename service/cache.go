@@ -39,7 +39,9 @@ type Caches interface {
 
 // CacheWatch asks for a watch of Key, or with Prefix of every key
 // starting with Key on shard Shard. From, when set, resumes at that
-// version; Retained sends the current values first.
+// version; Retained sends the current values first. SnapshotEnd marks
+// the end of every retained snapshot (wire.WatchSnapshotEnd): the
+// connection negotiated wire.FeatureCacheSnapshotEnd.
 type CacheWatch struct {
 	Scope         wire.Scope
 	Key           string
@@ -48,6 +50,7 @@ type CacheWatch struct {
 	From          *uint64
 	Retained      bool
 	QueueCapacity int64
+	SnapshotEnd   bool
 }
 
 // CacheWatchStarted answers CacheWatch (wire.CacheWatchStarted says what

@@ -54,6 +54,10 @@ type AddWatcher struct {
 	From *uint64
 	// Retained sends every matching key's current value first.
 	Retained bool
+	// SnapshotEnd follows every retained snapshot, even one of no key,
+	// with a wire.WatchSnapshotEnd event (the watcher's connection
+	// negotiated it).
+	SnapshotEnd bool
 }
 
 // WatcherAdded answers AddWatcher.
@@ -63,9 +67,10 @@ type WatcherAdded struct {
 	// from it on reaches the feeder, the ones in Backlog first.
 	Resume uint64
 	// Backlog is what the feeder writes before its queue: a retained
-	// watch's snapshot, or a resume's changes, oldest first.
+	// watch's snapshot (and its end, when asked), or a resume's changes,
+	// oldest first.
 	Backlog []*Envelope
-	// Retained is how many of Backlog are a snapshot's.
+	// Retained is how many of Backlog are a snapshot's keys.
 	Retained int
 	// Resnapshot says a resume asked for changes the shard no longer
 	// holds (below ResumableFrom) and was answered as a retained watch.
@@ -310,6 +315,14 @@ func (s *shard) watchStart(msg *AddWatcher) (*WatcherAdded, error) {
 			// A snapshot moves no resume version: a watch that ends
 			// within it resumes where its changes start.
 			env.Base = e.Version
+			added.Backlog = append(added.Backlog, env)
+		}
+		if msg.SnapshotEnd {
+			// Without it a snapshot of no key sends nothing, and a key
+			// deleted while its watcher was away is never reported.
+			ev := wire.CacheWatchEvent{Kind: wire.WatchSnapshotEnd, Flags: wire.WatchFlagRetained, Version: added.Resume}
+			env := NewEnvelope([][]byte{wire.AppendCacheWatchEvent(nil, &ev)})
+			env.Base = added.Resume
 			added.Backlog = append(added.Backlog, env)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 //
 //	open [durable] [history=N]               a new shard (durable: over the trace's log) keeping N changes
 //	reopen                                   the shard stops; a new one opens the same log
-//	watch id=N key=K|prefix=P [from=V] [retained] [cap=N]
+//	watch id=N key=K|prefix=P [from=V] [retained] [cap=N] [end]   end: snapshots end with a snapshot_end
 //	put key=K [value=V] [ttl=D] [if-version=V] [if-absent]
 //	del key=K [if-version=V]
 //	commit key=K ops=(a=1,-b) [event=E]
@@ -162,7 +162,7 @@ func (tr *watchTrace) watch(t *testing.T, d *datadriven.TestData) string {
 	capacity := 64
 	d.ScanArgs(t, "id", &id)
 	d.MaybeScanArgs(t, "cap", &capacity)
-	msg := &AddWatcher{ID: id, Retained: d.HasArg("retained")}
+	msg := &AddWatcher{ID: id, Retained: d.HasArg("retained"), SnapshotEnd: d.HasArg("end")}
 	if d.HasArg("prefix") {
 		d.ScanArgs(t, "prefix", &msg.Key)
 		msg.Prefix = true

@@ -39,6 +39,7 @@ func (h *connHandler) cacheWatch(ctx context.Context, s service.Caches, m *wire.
 	req := &service.CacheWatch{
 		Scope: scopeOf(m.Tenant, m.Namespace, m.Cache), Key: m.Key, Prefix: m.Prefix, Shard: m.Shard,
 		From: m.FromVersion, Retained: m.Retained, QueueCapacity: m.QueueCapacity,
+		SnapshotEnd: h.info.Features&wire.FeatureCacheSnapshotEnd != 0,
 	}
 	res, err := s.CacheWatch(ctx, req, h.openEventStream)
 	if err != nil {

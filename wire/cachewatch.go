@@ -12,11 +12,18 @@ import (
 // CacheWatchStarted. Each event of the stream's event batches is one
 // change, encoded by AppendCacheWatchEvent, in version order; a watch that
 // falls behind ends with SubscriptionLagged naming the version to resume
-// from. Behind FeatureCache, as every cache message.
+// from. Behind FeatureCache, as every cache message; the end of a
+// retained snapshot is marked (WatchSnapshotEnd) only on a connection
+// that negotiated FeatureCacheSnapshotEnd as well.
 
 const (
 	TypeCacheWatch        MsgType = "cache_watch"
 	TypeCacheWatchStarted MsgType = "cache_watch_started"
+
+	// FeatureCacheSnapshotEnd: a retained snapshot is followed by a
+	// WatchSnapshotEnd event. A client that does not offer it is never
+	// sent one (its decoder would refuse the kind).
+	FeatureCacheSnapshotEnd uint32 = 0x0000_0008
 )
 
 // CacheWatch asks for the changes of Key on its shard, or, with Prefix
@@ -89,10 +96,16 @@ const (
 	// WatchCommitEvent: an atomic commit's event (Value), after the
 	// commit's changes this watch sees; Key is empty.
 	WatchCommitEvent
+	// WatchSnapshotEnd: a retained snapshot (a retained watch's, or a
+	// resnapshot's) is whole, even one of no key: a key the reader holds
+	// that the snapshot did not name is absent. Flagged retained; Version
+	// is the version the watch's changes start from; Key and Value are
+	// empty. Sent only with FeatureCacheSnapshotEnd.
+	WatchSnapshotEnd
 	watchKindEnd
 )
 
-var watchKindNames = [...]string{"", "put", "delete", "expire", "commit"}
+var watchKindNames = [...]string{"", "put", "delete", "expire", "commit", "snapshot_end"}
 
 func (k WatchKind) String() string {
 	if k == 0 || k >= watchKindEnd {
@@ -166,6 +179,9 @@ func DecodeCacheWatchEvent(b []byte) (CacheWatchEvent, error) {
 	value, rest, ok := watchField(rest, maxWatchValueBytes)
 	if !ok || len(rest) != 0 {
 		return CacheWatchEvent{}, fmt.Errorf("%w: value length, or trailing bytes", ErrBadWatchEvent)
+	}
+	if ev.Kind == WatchSnapshotEnd && (ev.Flags != WatchFlagRetained || len(key) != 0 || len(value) != 0) {
+		return CacheWatchEvent{}, fmt.Errorf("%w: a snapshot end is flagged retained alone and has no key or value", ErrBadWatchEvent)
 	}
 	ev.Key, ev.Value = string(key), value
 	return ev, nil

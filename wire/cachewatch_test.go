@@ -24,6 +24,7 @@ var watchEventSeeds = []CacheWatchEvent{
 	{Kind: WatchPut, Flags: WatchFlagRetained, Version: 3, Key: "k", Value: []byte{}},
 	{Kind: WatchPut, Flags: WatchFlagCommit, Version: 9, Key: "order/1", Value: []byte("paid")},
 	{Kind: WatchCommitEvent, Flags: WatchFlagCommit, Version: 9, Value: []byte("event")},
+	{Kind: WatchSnapshotEnd, Flags: WatchFlagRetained, Version: 10},
 }
 
 func TestCacheWatchEventRoundTrip(t *testing.T) {
@@ -53,6 +54,10 @@ func TestCacheWatchEventRefusesBadInput(t *testing.T) {
 		{"value cut", good[:len(good)-1]},
 		{"trailing byte", append(append([]byte(nil), good...), 0)},
 		{"key length past the bound", append(append([]byte(nil), good[:10]...), 0x81, 0x08)},
+		{"snapshot end with a key", AppendCacheWatchEvent(nil, &CacheWatchEvent{Kind: WatchSnapshotEnd, Flags: WatchFlagRetained, Key: "k"})},
+		{"snapshot end with a value", AppendCacheWatchEvent(nil, &CacheWatchEvent{Kind: WatchSnapshotEnd, Flags: WatchFlagRetained, Value: []byte("v")})},
+		{"snapshot end not retained", AppendCacheWatchEvent(nil, &CacheWatchEvent{Kind: WatchSnapshotEnd})},
+		{"snapshot end of a commit", AppendCacheWatchEvent(nil, &CacheWatchEvent{Kind: WatchSnapshotEnd, Flags: WatchFlagRetained | WatchFlagCommit})},
 	}
 	for _, tt := range tests {
 		if _, err := DecodeCacheWatchEvent(tt.give); !errors.Is(err, ErrBadWatchEvent) {

@@ -103,7 +103,7 @@ const (
 	// SupportedFeatures is every feature this version implements.
 	SupportedFeatures = FeatureErrorCodes | FeaturePublishPipeline | FeatureSubscribeQueue | FeatureStreamShards |
 		FeaturePublishConditional | FeatureIdempotentProducer | FeatureRedirect | FeatureShardOwners |
-		FeatureReplicationStatus | FeatureCache
+		FeatureReplicationStatus | FeatureCache | FeatureCacheSnapshotEnd
 	// SupportedFlags is every frame flag this version reads and writes.
 	SupportedFlags = knownFlags
 )
@@ -601,6 +601,11 @@ func DecodeMessageLimit(payload []byte, limit int) (Message, error) {
 	}
 	if err := checkMsgpack(payload); err != nil {
 		return nil, err
+	}
+	if t, body, ok := splitEnvelope(payload); ok {
+		if m, ok := newMessage(t).(fastBody); ok && m.decodeFast(body) {
+			return m.(Message), nil
+		}
 	}
 	var env envelope
 	if err := msgpack.Unmarshal(payload, &env); err != nil {

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/wire"
 )
 
 type felixOptions struct {
@@ -64,3 +66,66 @@ func (s *felixStore) get(ctx context.Context, key string) error {
 }
 
 func (s *felixStore) close() { _ = s.c.Close(context.Background()) }
+
+// dialWatchers opens one connection and n prefix watches on it.
+func (f *felixSystem) dialWatchers(ctx context.Context, n int, deliver func([]byte)) (watchConn, error) {
+	c, err := client.Dial(ctx, f.o.addr, f.options())
+	if err != nil {
+		return nil, err
+	}
+	wc := &felixWatchConn{c: c}
+	wc.life, wc.stop = context.WithCancel(context.Background())
+	for range n {
+		w, err := c.Watch(ctx, f.cache, client.WatchPrefix(watchPrefix), client.WatchFrom{})
+		if err != nil {
+			_ = wc.close()
+			return nil, err
+		}
+		wc.watchers = append(wc.watchers, w)
+		wc.wg.Go(func() {
+			for {
+				ev, err := w.Next(wc.life)
+				if err != nil {
+					if wc.life.Err() == nil {
+						wc.fail(err)
+					}
+					return
+				}
+				if ev.Kind == wire.WatchPut {
+					deliver(ev.Value)
+				}
+			}
+		})
+	}
+	return wc, nil
+}
+
+type felixWatchConn struct {
+	c        *client.Client
+	watchers []*client.Watcher
+	life     context.Context
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	err      error
+}
+
+func (wc *felixWatchConn) fail(err error) {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.err == nil {
+		wc.err = err
+	}
+}
+
+func (wc *felixWatchConn) close() error {
+	wc.stop()
+	wc.wg.Wait()
+	for _, w := range wc.watchers {
+		_ = w.Close(context.Background())
+	}
+	_ = wc.c.Close(context.Background())
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	return wc.err
+}

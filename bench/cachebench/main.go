@@ -15,6 +15,11 @@
 // operation's round trip, HDR histogram), ops, errors, and the CPU per
 // operation in the window of this process and (--server-pid) the server's.
 //
+// --op watch is the watch fanout row (felix and natskv; watch.go):
+// --watchers prefix watches over --clients connections, --writers
+// writers putting under the prefix; it prints deliveries_per_s, p50_us
+// and p99_us put to delivery, and CPU seconds per million deliveries.
+//
 // It is its own module (bench/cachebench/go.mod) so the felix module does
 // not depend on nats.go or go-redis; it builds the felix client from this
 // checkout (a replace directive). bench/compare.sh builds and runs it:
@@ -33,6 +38,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/getfelix/felix-go/bench/procstat"
 )
 
 // histMax bounds the recorded latencies: an operation slower than this is
@@ -62,6 +69,13 @@ type settings struct {
 	// is charged; clkTck its /proc clock ticks a second.
 	serverPID int
 	clkTck    int
+	// The watch row's: watches in all (over clients connections), how
+	// many puts the writer may be past the last one every watcher has,
+	// and how long it runs before the window opens.
+	watchers int
+	writers  int
+	ahead    int
+	warmup   time.Duration
 }
 
 type result struct {
@@ -82,14 +96,27 @@ type result struct {
 	// operation was answered.
 	ServerCPUus *float64 `json:"server_cpu_us_per_op,omitempty"`
 	ClientCPUus *float64 `json:"client_cpu_us_per_op,omitempty"`
-	FirstErr    string   `json:"first_error,omitempty"`
+	// The watch row's: watches, deliveries in the window and their rate,
+	// and CPU seconds per million deliveries (p50/p99 are put to
+	// delivery there).
+	Watchers       int      `json:"watchers,omitempty"`
+	Writers        int      `json:"writers,omitempty"`
+	Delivered      int64    `json:"delivered,omitempty"`
+	DeliveriesPerS float64  `json:"deliveries_per_s,omitempty"`
+	ServerCPUsPerM *float64 `json:"server_cpu_s_per_m_deliveries,omitempty"`
+	ClientCPUsPerM *float64 `json:"client_cpu_s_per_m_deliveries,omitempty"`
+	FirstErr       string   `json:"first_error,omitempty"`
 }
 
 func main() {
 	var s settings
 	name := flag.String("system", "felix", "felix, natskv or redis")
-	flag.StringVar(&s.op, "op", "put", "put or get")
-	flag.IntVar(&s.clients, "clients", 1, "clients, each on its own connection, one operation in flight each")
+	flag.StringVar(&s.op, "op", "put", "put, get or watch (felix and natskv: a prefix watch fanned out to --watchers)")
+	flag.IntVar(&s.clients, "clients", 1, "clients, each on its own connection, one operation in flight each (watch: the watchers' connections)")
+	flag.IntVar(&s.watchers, "watchers", 1000, "watch: prefix watches in all, spread over --clients connections")
+	flag.IntVar(&s.writers, "writers", 4, "watch: writers, each on its own connection with one put in flight")
+	flag.IntVar(&s.ahead, "ahead", 16, "watch: puts the writer may be past the last one every watcher has")
+	flag.DurationVar(&s.warmup, "warmup", time.Second, "watch: puts before the window opens")
 	flag.DurationVar(&s.duration, "duration", 5*time.Second, "how long the timed window lasts")
 	flag.IntVar(&s.size, "size", 128, "value bytes")
 	flag.IntVar(&s.keys, "keys", 1000, "keys per client")
@@ -120,7 +147,17 @@ func main() {
 	default:
 		fail(fmt.Errorf("--system %q: want felix, natskv or redis", *name))
 	}
-	res, err := run(sys, s)
+	var res result
+	var err error
+	if s.op == "watch" {
+		ws, ok := sys.(watchSystem)
+		if !ok {
+			fail(fmt.Errorf("--op watch: --system %s has no watches here", *name))
+		}
+		res, err = runWatch(ws, s)
+	} else {
+		res, err = run(sys, s)
+	}
 	if err != nil {
 		fail(err)
 	}
@@ -140,8 +177,10 @@ func fail(err error) {
 
 func (s settings) validate() error {
 	switch {
-	case s.op != "put" && s.op != "get":
-		return fmt.Errorf("--op %q: want put or get", s.op)
+	case s.op != "put" && s.op != "get" && s.op != "watch":
+		return fmt.Errorf("--op %q: want put, get or watch", s.op)
+	case s.op == "watch" && (s.watchers < 1 || s.watchers > 100000 || s.clients > s.watchers || s.writers < 1 || s.ahead < s.writers || s.warmup < 0):
+		return fmt.Errorf("--watchers %d, --clients %d, --writers %d, --ahead %d, --warmup %s: want 1 to 100000 watchers, at most one connection each, a writer or more and ahead at least the writers", s.watchers, s.clients, s.writers, s.ahead, s.warmup)
 	case s.clients < 1 || s.clients > 1024:
 		return fmt.Errorf("--clients %d: want 1 to 1024", s.clients)
 	case s.duration <= 0:
@@ -217,7 +256,7 @@ type clientResult struct {
 // answered after the window closed is not counted.
 func measure(ctx context.Context, stores []store, s settings, value []byte) result {
 	out := make([]clientResult, len(stores))
-	cpu0 := sampleCPU(s.serverPID, s.clkTck)
+	cpu0 := procstat.Take(s.serverPID, s.clkTck)
 	start := time.Now()
 	end := start.Add(s.duration)
 	var wg sync.WaitGroup
@@ -251,7 +290,7 @@ func measure(ctx context.Context, stores []store, s settings, value []byte) resu
 		})
 	}
 	wg.Wait()
-	cpu1 := sampleCPU(s.serverPID, s.clkTck)
+	cpu1 := procstat.Take(s.serverPID, s.clkTck)
 	all := hdrhistogram.New(1, histMax, 3)
 	res := result{Op: s.op, Clients: s.clients, Payload: s.size, DurationS: s.duration.Seconds()}
 	for _, r := range out {
@@ -269,10 +308,16 @@ func measure(ctx context.Context, stores []store, s settings, value []byte) resu
 	res.P99us = float64(all.ValueAtQuantile(99)) / 1e3
 	res.MaxUs = float64(all.Max()) / 1e3
 	if res.Ops > 0 {
-		res.ClientCPUus = perOp(cpu1.self-cpu0.self, res.Ops)
-		if cpu0.serverOK && cpu1.serverOK {
-			res.ServerCPUus = perOp(cpu1.server-cpu0.server, res.Ops)
+		res.ClientCPUus = perOp(cpu1.Self-cpu0.Self, res.Ops)
+		if cpu0.ServerOK && cpu1.ServerOK {
+			res.ServerCPUus = perOp(cpu1.Server-cpu0.Server, res.Ops)
 		}
 	}
 	return res
+}
+
+// perOp is d per operation in microseconds (ops > 0).
+func perOp(d time.Duration, ops int64) *float64 {
+	v := float64(d.Microseconds()) / float64(ops)
+	return &v
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -62,3 +63,54 @@ func (s *natsStore) get(ctx context.Context, key string) error {
 }
 
 func (s *natsStore) close() { s.nc.Close() }
+
+// dialWatchers opens one connection and n watches of the prefix's keys
+// (updates only) on it.
+func (n *natsSystem) dialWatchers(ctx context.Context, watchers int, deliver func([]byte)) (watchConn, error) {
+	nc, err := nats.Connect(n.url)
+	if err != nil {
+		return nil, err
+	}
+	wc := &natsWatchConn{nc: nc}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		_ = wc.close()
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, n.bucket)
+	if err != nil {
+		_ = wc.close()
+		return nil, err
+	}
+	for range watchers {
+		w, err := kv.Watch(ctx, watchPrefix+">", jetstream.UpdatesOnly())
+		if err != nil {
+			_ = wc.close()
+			return nil, err
+		}
+		wc.watchers = append(wc.watchers, w)
+		wc.wg.Go(func() {
+			for e := range w.Updates() {
+				if e != nil && e.Operation() == jetstream.KeyValuePut {
+					deliver(e.Value())
+				}
+			}
+		})
+	}
+	return wc, nil
+}
+
+type natsWatchConn struct {
+	nc       *nats.Conn
+	watchers []jetstream.KeyWatcher
+	wg       sync.WaitGroup
+}
+
+func (wc *natsWatchConn) close() error {
+	for _, w := range wc.watchers {
+		_ = w.Stop()
+	}
+	wc.nc.Close()
+	wc.wg.Wait()
+	return nil
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/getfelix/felix-go/bench/procstat"
 )
 
 // system dials the subscribers and the publisher of one system under test.
@@ -173,7 +175,7 @@ func run(sys system, s settings) (result, error) {
 	if err := awaitWarmup(ctx, t, s); err != nil {
 		return res, err
 	}
-	cpu0 := sampleCPU(s.serverPID, s.clkTck)
+	cpu0 := procstat.Take(s.serverPID, s.clkTck)
 	start := time.Now()
 	published, pubErr := publishTimed(ctx, pub, t, s, payload, start)
 	if err := pub.flush(ctx); err != nil && pubErr == nil {
@@ -182,7 +184,7 @@ func run(sys system, s settings) (result, error) {
 	res.Published = published
 	res.Expected = published * int64(s.subscribers)
 	drain(ctx, t, res.Expected, s.drain)
-	cpu1 := sampleCPU(s.serverPID, s.clkTck)
+	cpu1 := procstat.Take(s.serverPID, s.clkTck)
 	res.summarise(t, start, cpu0, cpu1)
 	if pubErr != nil {
 		res.PublishErrors = 1
@@ -296,7 +298,7 @@ func drain(ctx context.Context, t *tracker, expected int64, quiet time.Duration)
 
 // summarise fills the counts, the rate over the window (from the first
 // timed publish to the last delivery), the latencies and the CPU.
-func (r *result) summarise(t *tracker, start time.Time, cpu0, cpu1 cpuSample) {
+func (r *result) summarise(t *tracker, start time.Time, cpu0, cpu1 procstat.Sample) {
 	r.Delivered = t.delivered.Load()
 	r.Missing = max(r.Expected-r.Delivered, 0)
 	end := time.Unix(0, t.lastAt.Load())
@@ -317,9 +319,15 @@ func (r *result) summarise(t *tracker, start time.Time, cpu0, cpu1 cpuSample) {
 	r.P99us = float64(all.ValueAtQuantile(99))
 	r.MaxUs = float64(all.Max())
 	if r.Delivered > 0 {
-		r.ClientCPU = perMillion(cpu1.self-cpu0.self, r.Delivered)
-		if cpu0.serverOK && cpu1.serverOK {
-			r.ServerCPU = perMillion(cpu1.server-cpu0.server, r.Delivered)
+		r.ClientCPU = perMillion(cpu1.Self-cpu0.Self, r.Delivered)
+		if cpu0.ServerOK && cpu1.ServerOK {
+			r.ServerCPU = perMillion(cpu1.Server-cpu0.Server, r.Delivered)
 		}
 	}
+}
+
+// perMillion is d in seconds per million deliveries (n > 0).
+func perMillion(d time.Duration, n int64) *float64 {
+	v := d.Seconds() / float64(n) * 1e6
+	return &v
 }

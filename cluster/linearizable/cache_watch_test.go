@@ -119,6 +119,9 @@ func (cw *cacheWatcher) run(ctx context.Context) {
 			}
 			return
 		}
+		if ev.Kind == wire.WatchSnapshotEnd {
+			continue // marks where a shard's snapshot ends; no key's change
+		}
 		e := seenEvent{key: ev.Key, value: string(ev.Value), deleted: ev.Kind != wire.WatchPut,
 			version: ev.Version, retained: ev.Retained, resume: cw.w.Resume()[ev.Shard]}
 		cw.mu.Lock()

@@ -80,9 +80,12 @@ written as a delete.
 Every command but watch prints JSON. watch prints each change as it
 applies, "@VERSION KIND KEY VALUE" (or JSON with --json), from now, from a
 version (a resume: nothing between is missed), or after the current value
-of every watched key (--retained, marked "retained"). It writes "watching"
+of every watched key (--retained, marked "retained"), each shard's
+snapshot followed by "@VERSION snapshot_end" (its keys are all printed,
+even none; a resume answered by a snapshot is marked "resnapshot", and
+keys it did not print were deleted meanwhile). It writes "watching"
 to standard error once every change from then on will be printed, and runs
-until --count events or SIGINT/SIGTERM; without --timeout it has no time
+until --count events (snapshot ends among them) or SIGINT/SIGTERM; without --timeout it has no time
 limit. A watch that falls behind exits 1 naming the --from-version to
 resume with.`
 	bounded := o.conn.bound(o.runCache)

@@ -100,7 +100,7 @@ func TestCacheWatchCLI(t *testing.T) {
 	}
 	felix("--durable", "create")
 	felix("put", "dark-mode", "on")
-	watch := start(t, opts{}, append(append([]string{"cache", "watch"}, base...), "--prefix", "dark", "--retained", "--json", "--count", "3")...)
+	watch := start(t, opts{}, append(append([]string{"cache", "watch"}, base...), "--prefix", "dark", "--retained", "--json", "--count", "4")...)
 	watch.waitStderrLine(t, "watching")
 	felix("put", "dark-mode", "off")
 	felix("del", "dark-mode")
@@ -120,13 +120,21 @@ func TestCacheWatchCLI(t *testing.T) {
 		}
 		got = append(got, ev)
 	}
-	if len(got) != 3 || !got[0].Retained || got[0].Value != "on" || got[1].Kind != "put" || got[1].Value != "off" || got[2].Kind != "delete" {
-		t.Fatalf("watch printed %+v; want the retained on, then put off, then delete", got)
+	if len(got) != 4 || !got[0].Retained || got[0].Value != "on" || got[1].Kind != "snapshot_end" || !got[1].Retained ||
+		got[2].Kind != "put" || got[2].Value != "off" || got[3].Kind != "delete" {
+		t.Fatalf("watch printed %+v; want the retained on, the snapshot's end, then put off, then delete", got)
 	}
+	got = got[1:]
 	resumed := runFelix(t, opts{}, append(append([]string{"cache", "watch"}, base...), "--key", "dark-mode", "--from-version", jsonNumber(got[1].Version), "--count", "2")...)
 	resumed.wantExit(t, 0)
 	want := "@" + jsonNumber(got[1].Version) + " put dark-mode off\n@" + jsonNumber(got[2].Version) + " delete dark-mode\n"
 	if resumed.stdout.String() != want {
 		t.Fatalf("resumed watch printed %q; want %q", resumed.stdout.String(), want)
+	}
+	// A retained watch of an absent key prints its empty snapshot's end.
+	absent := runFelix(t, opts{}, append(append([]string{"cache", "watch"}, base...), "--key", "dark-mode", "--retained", "--count", "1")...)
+	absent.wantExit(t, 0)
+	if want := "@" + jsonNumber(got[2].Version+1) + " snapshot_end\n"; absent.stdout.String() != want {
+		t.Fatalf("retained watch of a deleted key printed %q; want %q", absent.stdout.String(), want)
 	}
 }

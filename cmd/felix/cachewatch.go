@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/getfelix/felix-go/client"
+	"github.com/getfelix/felix-go/wire"
 )
 
 // watch runs felix cache watch: it prints each event until --count, the
@@ -119,30 +120,37 @@ func versionsArg(versions map[uint32]uint64) string {
 
 // watchEventDoc is a watch event as --json prints it.
 type watchEventDoc struct {
-	Shard    uint32 `json:"shard"`
-	Kind     string `json:"kind"`
-	Key      string `json:"key,omitempty"`
-	Value    string `json:"value,omitempty"`
-	Version  uint64 `json:"version"`
-	Retained bool   `json:"retained,omitempty"`
-	Commit   bool   `json:"commit,omitempty"`
+	Shard      uint32 `json:"shard"`
+	Kind       string `json:"kind"`
+	Key        string `json:"key,omitempty"`
+	Value      string `json:"value,omitempty"`
+	Version    uint64 `json:"version"`
+	Retained   bool   `json:"retained,omitempty"`
+	Resnapshot bool   `json:"resnapshot,omitempty"`
+	Commit     bool   `json:"commit,omitempty"`
 }
 
 func (o *cacheOpts) printEvent(out *bufio.Writer, ev client.WatchEvent) error {
 	if o.json {
 		b, err := json.Marshal(watchEventDoc{Shard: ev.Shard, Kind: ev.Kind.String(), Key: ev.Key, Value: string(ev.Value),
-			Version: ev.Version, Retained: ev.Retained, Commit: ev.Commit})
+			Version: ev.Version, Retained: ev.Retained, Resnapshot: ev.Resnapshot, Commit: ev.Commit})
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(out, "%s\n", b)
 		return err
 	}
-	line := fmt.Sprintf("@%d %s %s", ev.Version, ev.Kind, ev.Key)
+	line := fmt.Sprintf("@%d %s", ev.Version, ev.Kind)
+	if ev.Key != "" {
+		line += " " + ev.Key
+	}
 	if len(ev.Value) > 0 {
 		line += " " + string(ev.Value)
 	}
-	if ev.Retained {
+	switch {
+	case ev.Resnapshot:
+		line += " (resnapshot)"
+	case ev.Retained && ev.Kind != wire.WatchSnapshotEnd:
 		line += " (retained)"
 	}
 	_, err := fmt.Fprintln(out, line)

@@ -146,6 +146,8 @@ var layers = []struct {
 		"the raw quic-go ceiling uses Felix's QUIC settings and nothing else of Felix"},
 	{"bench/chart", nil,
 		"the chart tool reads result files only"},
+	{"bench/procstat", nil,
+		"the CPU time a benchmark tool charges a process, read from /proc: shared by the tools in modules of their own"},
 	{"bench/groupbench", []string{"client", "wire"},
 		"the Felix side of compare.sh's consumer group row: a client of a broker it does not start"},
 	{"bench/soak", []string{"client", "internal/quicconf", "wire"},
