@@ -64,9 +64,21 @@ func (p *Peers) runBeats(members func() []string, gone func(node string), stop <
 // etcd leases) or goes unheard for peerSilence; it is live again once it
 // is a member and heard from. A member first seen is given peerSilence
 // from then to be heard: the link may not have reached it yet.
+//
+// A check that comes late (more than starvedCheck after the last: this
+// member's own goroutines did not run, on a machine short of CPU, or a
+// process stopped and resumed) gives every member peerSilence from now
+// again: what went unheard meanwhile may only not have been read, and
+// counting it gone would wake every quiet group it is in and end its
+// leaders' leases, more load on a machine that already has too much.
 type livenessState struct {
 	peers map[string]*peerLiveness
+	last  time.Time // the last check
 }
+
+// starvedCheck is how late a check may come before it counts as this
+// member's own stall.
+const starvedCheck = peerSilence / 2
 
 type peerLiveness struct {
 	seen time.Time // when it was first in the membership
@@ -80,6 +92,12 @@ func (l *livenessState) check(now time.Time, members []string, heardAt func(stri
 	if l.peers == nil {
 		l.peers = make(map[string]*peerLiveness)
 	}
+	if !l.last.IsZero() && now.Sub(l.last) > starvedCheck {
+		for _, pl := range l.peers {
+			pl.seen = now
+		}
+	}
+	l.last = now
 	for _, node := range members {
 		pl, ok := l.peers[node]
 		if !ok {
