@@ -303,9 +303,16 @@ func (s *shardReplica) Quiet() bool { return s.r.Quiet() }
 // would only go to a member that is not there. Another follower's loss
 // changes nothing here: woken alone, a follower would only time out
 // against its quiet leader.
+//
+// An awake replica ignores it: its group's heartbeats find a dead leader,
+// and ending the leader's lease there would only start elections early
+// wherever the news was wrong (a member too starved of CPU to beat on
+// time), more load on a machine that already has too much. A replica that
+// goes quiet after the news does not under a gone leader
+// (replication.Config.PeerGone).
 func (s *shardReplica) MemberGone(node string) {
 	id, in := s.set.Has(node)
-	if !in || s.failed != nil || node == s.node.ID() {
+	if !in || s.failed != nil || node == s.node.ID() || !s.r.Quiet() {
 		return
 	}
 	state, lead, _ := s.r.Role()
