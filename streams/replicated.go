@@ -317,7 +317,13 @@ func (s *shard) retentionInterval() time.Duration {
 func (s *shard) nextReplicaTick() time.Duration {
 	rd := &s.repl.reads
 	waiting := len(s.repl.proposed) > 0 || rd.asked != nil || len(rd.queued) > 0 || len(rd.confirmed) > 0
-	return replicaTickEvery(s.repl.replica.Quiet(), s.repl.replica.Role().Leader, waiting, s.retentionInterval())
+	quiet := s.repl.replica.Quiet()
+	if !quiet || waiting {
+		return ReplicaTick
+	}
+	// Role only now: a follower's builds its not_leader error, too dear
+	// for every tick of an awake group.
+	return replicaTickEvery(quiet, s.repl.replica.Role().Leader, waiting, s.retentionInterval())
 }
 
 // hurryIfAwake brings the fast tick back once the replica is awake (a
