@@ -175,10 +175,12 @@ func (in *PeerInbox) Deliver(data []byte) bool {
 }
 
 // MemberGone tells the shard's replica that member node is gone
-// (Replica.MemberGone). It waits for room in the mailbox rather than be
-// dropped: the member says it once.
+// (Replica.MemberGone), without waiting. It is control traffic, which the
+// mailbox takes whatever its queue (unlike Deliver's, not counted against
+// maxPeerQueued): the member says it once, so it must not be dropped. It
+// is false only once the shard stopped.
 func (in *PeerInbox) MemberGone(node string) bool {
-	return in.mailbox.TryPost(&memberGone{node: node}, -1) == actors.Posted
+	return in.mailbox.TryPost(&memberGone{node: node}, 0) == actors.Posted
 }
 
 // replicated is a replicated shard's raft state. Only Receive touches it.
