@@ -202,6 +202,8 @@ type shardReplica struct {
 	// watch tells the member which members the group names, for
 	// MemberGone (liveness.go).
 	watch *replicaWatch
+	// refusal is the last not_leader refusal, reused while it holds.
+	refusal notLeaderRefusal
 	// statusAt is when the status view was last refreshed while quiet;
 	// quietStatus the leader's status then, reused while the replica has
 	// stayed quiet since (quietStatusOf).
@@ -584,19 +586,43 @@ func (s *shardReplica) Role() streams.Role {
 }
 
 // notLeader is the refusal a follower gives: not_leader naming the leader
-// and its address, or shard_unavailable while there is none.
+// and its address, or shard_unavailable while there is none. The last one
+// is kept while the leader, the term and its address stay: the shard asks
+// a follower's Role after every Ready, and formatting the error each time
+// was a seventh of a member's CPU while a thousand groups elected.
+// Nothing modifies a wire.Error once made, so handing out one is safe.
 func (s *shardReplica) notLeader(lead, term uint64) error {
-	node, ok := s.set.NodeOf(lead)
-	if !ok {
-		return wire.NewError(wire.CodeShardUnavailable, "electing: replicated shard %s has no leader yet; retry", s.key)
+	node, known := s.set.NodeOf(lead)
+	var addr string
+	reachable := false
+	if known {
+		addr, reachable = s.node.MemberAddr(node)
 	}
-	addr, ok := s.node.MemberAddr(node)
-	if !ok {
-		return wire.NewError(wire.CodeShardUnavailable, "electing: the leader of %s (member %s) is not reachable from here; retry", s.key, node)
+	c := &s.refusal
+	if c.err != nil && c.lead == lead && c.term == term && c.node == node && c.addr == addr && c.reachable == reachable {
+		return c.err
 	}
-	e := wire.NewError(wire.CodeNotLeader, "replicated shard %s is led by member %s at %s", s.key, node, addr)
-	e.Owner = &wire.Owner{NodeID: node, Addr: addr, Generation: term}
-	return e
+	var err error
+	switch {
+	case !known:
+		err = wire.NewError(wire.CodeShardUnavailable, "electing: replicated shard %s has no leader yet; retry", s.key)
+	case !reachable:
+		err = wire.NewError(wire.CodeShardUnavailable, "electing: the leader of %s (member %s) is not reachable from here; retry", s.key, node)
+	default:
+		e := wire.NewError(wire.CodeNotLeader, "replicated shard %s is led by member %s at %s", s.key, node, addr)
+		e.Owner = &wire.Owner{NodeID: node, Addr: addr, Generation: term}
+		err = e
+	}
+	*c = notLeaderRefusal{lead: lead, term: term, node: node, addr: addr, reachable: reachable, err: err}
+	return err
+}
+
+// notLeaderRefusal is the last refusal notLeader made, and what it named.
+type notLeaderRefusal struct {
+	lead, term uint64
+	node, addr string
+	reachable  bool
+	err        error
 }
 
 func (s *shardReplica) Close() {
