@@ -64,6 +64,9 @@ type Member struct {
 	// status is the latest view of each replica this member runs
 	// (replstatus.go).
 	status replicaStatuses
+	// watches are the open replicas a member's loss is pushed to
+	// (liveness.go).
+	watches replicaWatches
 	// views is each replica's role, for consumer groups
 	// (cluster.ShardKey → *replicaView, groupcluster.go).
 	views sync.Map

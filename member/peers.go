@@ -208,7 +208,7 @@ func (m *Member) StartPeers(cfg PeerConfig) (string, error) {
 			m.log.Warn().Str("peer_addr", p.addr).Msg("the peer link listens on every interface and advertises that address, which other members cannot dial: set cluster_peer_advertise")
 		}
 	}
-	go p.runBeats(m.peerMembers, p.stopBeats, p.beatsDone)
+	go p.runBeats(m.peerMembers, m.memberGone, p.stopBeats, p.beatsDone)
 	m.peers.Store(p)
 	m.metrics.WatchPeers(p.totals)
 	m.log.Info().Str("peer_listen", link.Addr().String()).Str("peer_advertise", p.addr).Msg("peer link listening")

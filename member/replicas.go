@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -149,6 +150,9 @@ func (m *Member) OpenReplica(def streams.Def, shard uint32, log streams.Log, inb
 		return nil, err
 	}
 	sr.view = m.addReplicaView(key)
+	sr.watch = &replicaWatch{gone: func(node string) { inbox.MemberGone(node) }}
+	sr.watchSet()
+	m.watches.add(sr.watch)
 	return sr, nil
 }
 
@@ -213,6 +217,17 @@ type shardReplica struct {
 	// last raft index applied.
 	contact      leaderContact
 	appliedIndex uint64
+	// watch tells the member which members the group names, for
+	// MemberGone (liveness.go).
+	watch *replicaWatch
+	// refusal is the last not_leader refusal, reused while it holds.
+	refusal notLeaderRefusal
+	// statusAt is when the status view was last refreshed while quiet;
+	// quietStatus the leader's status then, reused while the replica has
+	// stayed quiet since (quietStatusOf).
+	statusAt     time.Time
+	quietStatus  replication.Status
+	quietStatusN uint64 // the replica's Quiesces count then; 0: none
 }
 
 // leaderContact is a follower's last news from its leader.
@@ -249,17 +264,11 @@ func (s *shardReplica) Propose(records, attrs [][]byte, stamp *streams.Stamp) (s
 // while the group is quiet) refreshes the replica's entry in the member's
 // status view.
 func (s *shardReplica) Tick() {
-	s.wakeIfMemberGone()
 	s.r.Tick()
-	every := uint64(statusTicks)
-	if s.r.Quiet() {
-		every = quietStatusTicks
-	}
-	if s.ticks++; s.ticks%every == 0 {
+	if s.statusDue() {
 		s.r.CompactBehind(snapshotCatchUpEntries)
 		s.refreshSet()
-		st := s.r.Status()
-		s.m.status.put(s.key, s.statusOf(st))
+		st := s.quietStatusOf()
 		if st.State == raft.StateLeader {
 			// Again on every status tick: the record goes with an
 			// expired lease while raft goes on (ClaimLeader).
@@ -271,30 +280,81 @@ func (s *shardReplica) Tick() {
 	}
 }
 
-// wakeIfMemberGone wakes a quiet replica whose group lost a member
-// (liveness.go). A follower of a leader on it ends the leader's lease and
-// elects. A leader that lost a replica it went quiet with wakes, and goes
-// quiet again without it (replicaGone): its heartbeats would only go to a
-// member that is not there. A follower ignores another follower's loss:
-// waking alone, it would only time out against its quiet leader.
-func (s *shardReplica) wakeIfMemberGone() {
+// statusDue says the tick refreshes the status view: every statusTicks
+// ticks while the group is awake, every quietStatusInterval while it is
+// quiet (its ticks are slower then, and not evenly spaced: any message
+// brings the fast tick back).
+func (s *shardReplica) statusDue() bool {
+	s.ticks++
 	if !s.r.Quiet() {
+		return s.ticks%statusTicks == 0
+	}
+	if now := time.Now(); now.Sub(s.statusAt) >= quietStatusInterval {
+		s.statusAt = now
+		return true
+	}
+	return false
+}
+
+// quietStatusOf is the replica's status, put in the member's view. A
+// quiet replica that has stayed quiet since its last one, under the same
+// replica set, reuses it: nothing in its group changed, and Status
+// allocates (raft's progress map, the wire view) once a second per shard.
+func (s *shardReplica) quietStatusOf() replication.Status {
+	n := s.r.Quiesces()
+	if s.r.Quiet() && n != 0 && n == s.quietStatusN {
+		return s.quietStatus
+	}
+	st := s.r.Status()
+	s.m.status.put(s.key, s.statusOf(st))
+	s.quietStatusN = 0
+	if s.r.Quiet() {
+		s.quietStatus, s.quietStatusN = st, n
+	}
+	return st
+}
+
+func (s *shardReplica) Quiet() bool { return s.r.Quiet() }
+
+// MemberGone is the member's news that member node, which this replica's
+// group names, is gone (liveness.go). A follower of a leader on it ends
+// the leader's lease and elects. A quiet leader that went quiet with it
+// wakes, and goes quiet again without it (replicaGone): its heartbeats
+// would only go to a member that is not there. Another follower's loss
+// changes nothing here: woken alone, a follower would only time out
+// against its quiet leader.
+//
+// An awake replica ignores it: its group's heartbeats find a dead leader,
+// and ending the leader's lease there would only start elections early
+// wherever the news was wrong (a member too starved of CPU to beat on
+// time), more load on a machine that already has too much. A replica that
+// goes quiet after the news does not under a gone leader
+// (replication.Config.PeerGone).
+func (s *shardReplica) MemberGone(node string) {
+	id, in := s.set.Has(node)
+	if !in || s.failed != nil || node == s.node.ID() || !s.r.Quiet() {
 		return
 	}
 	state, lead, _ := s.r.Role()
-	if state == raft.StateLeader {
-		for _, id := range s.r.QuietWith() {
-			if s.replicaGone(id) {
-				s.r.Wake()
-				return
-			}
+	switch {
+	case state == raft.StateLeader:
+		if slices.Contains(s.r.QuietWith(), id) {
+			s.r.Wake()
 		}
-		return
-	}
-	if lead != 0 && s.replicaGone(lead) {
-		s.log.Debug().Uint64("leader", lead).Msg("a quiet group's leader is gone: electing")
+	case lead == id:
+		s.log.Debug().Str("leader", node).Msg("the group's leader is gone: electing")
 		s.r.LeaderGone(lead)
 	}
+}
+
+// watchSet tells the member which members the group names now.
+func (s *shardReplica) watchSet() {
+	all := s.set.All()
+	nodes := make([]string, 0, len(all))
+	for _, r := range all {
+		nodes = append(nodes, r.Node)
+	}
+	s.watch.nodes.Store(&nodes)
 }
 
 // replicaGone says the member of replica id (in the set) is gone.
@@ -335,7 +395,11 @@ func (s *shardReplica) refreshSet() {
 	if !ok {
 		return
 	}
-	s.set = set
+	if !sameSet(set, s.set) {
+		s.set = set
+		s.quietStatusN = 0 // the view names the set's members
+		s.watchSet()
+	}
 	// Named with another raft id: this replica was removed and the member
 	// added again since (a move away and back faster than a refresh).
 	if id, in := set.Has(s.node.ID()); !in || id != s.id {
@@ -369,12 +433,26 @@ func (s *shardReplica) Removed() bool { return s.removed }
 // status view: Status allocates, so not on every tick.
 const statusTicks = 2
 
-// quietStatusTicks is how often (in ticks, 1 s) a quiet replica refreshes
-// its status view, reads its replica set again (a move) and checks a
-// drain: nothing in its group changes while it is quiet, and Status
-// allocates on every call, a cost a member pays per shard. A move or a
-// drain of a quiet shard starts up to a second later.
-const quietStatusTicks = 10
+// quietStatusInterval is how often a quiet replica refreshes its status
+// view, reads its replica set again (a move) and checks a drain, at most:
+// nothing in its group changes while it is quiet. Its ticks come no
+// faster than this anyway (streams.QuietLeaderTick); a quiet follower's
+// come slower still, so a move or a drain of a quiet shard starts up to a
+// second later on its leader, and a moved-away follower notices on its
+// next tick.
+const quietStatusInterval = streams.QuietLeaderTick
+
+// sameSet says two reads of a replica set name the same replicas and the
+// same move.
+func sameSet(a, b cluster.ReplicaSet) bool {
+	switch {
+	case !slices.Equal(a.Members, b.Members) || !slices.Equal(a.Initial, b.Initial):
+		return false
+	case a.Move == nil || b.Move == nil:
+		return a.Move == b.Move
+	}
+	return *a.Move == *b.Move
+}
 
 func (s *shardReplica) HasReady() bool { return s.failed == nil && s.r.HasReady() }
 
@@ -541,23 +619,48 @@ func (s *shardReplica) Role() streams.Role {
 }
 
 // notLeader is the refusal a follower gives: not_leader naming the leader
-// and its address, or shard_unavailable while there is none.
+// and its address, or shard_unavailable while there is none. The last one
+// is kept while the leader, the term and its address stay: the shard asks
+// a follower's Role after every Ready, and formatting the error each time
+// was a seventh of a member's CPU while a thousand groups elected.
+// Nothing modifies a wire.Error once made, so handing out one is safe.
 func (s *shardReplica) notLeader(lead, term uint64) error {
-	node, ok := s.set.NodeOf(lead)
-	if !ok {
-		return wire.NewError(wire.CodeShardUnavailable, "electing: replicated shard %s has no leader yet; retry", s.key)
+	node, known := s.set.NodeOf(lead)
+	var addr string
+	reachable := false
+	if known {
+		addr, reachable = s.node.MemberAddr(node)
 	}
-	addr, ok := s.node.MemberAddr(node)
-	if !ok {
-		return wire.NewError(wire.CodeShardUnavailable, "electing: the leader of %s (member %s) is not reachable from here; retry", s.key, node)
+	c := &s.refusal
+	if c.err != nil && c.lead == lead && c.term == term && c.node == node && c.addr == addr && c.reachable == reachable {
+		return c.err
 	}
-	e := wire.NewError(wire.CodeNotLeader, "replicated shard %s is led by member %s at %s", s.key, node, addr)
-	e.Owner = &wire.Owner{NodeID: node, Addr: addr, Generation: term}
-	return e
+	var err error
+	switch {
+	case !known:
+		err = wire.NewError(wire.CodeShardUnavailable, "electing: replicated shard %s has no leader yet; retry", s.key)
+	case !reachable:
+		err = wire.NewError(wire.CodeShardUnavailable, "electing: the leader of %s (member %s) is not reachable from here; retry", s.key, node)
+	default:
+		e := wire.NewError(wire.CodeNotLeader, "replicated shard %s is led by member %s at %s", s.key, node, addr)
+		e.Owner = &wire.Owner{NodeID: node, Addr: addr, Generation: term}
+		err = e
+	}
+	*c = notLeaderRefusal{lead: lead, term: term, node: node, addr: addr, reachable: reachable, err: err}
+	return err
+}
+
+// notLeaderRefusal is the last refusal notLeader made, and what it named.
+type notLeaderRefusal struct {
+	lead, term uint64
+	node, addr string
+	reachable  bool
+	err        error
 }
 
 func (s *shardReplica) Close() {
 	s.m.dropReplicaView(s.key, s.view)
+	s.m.watches.remove(s.watch)
 	if s.unregister != nil {
 		s.unregister()
 	}

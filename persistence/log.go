@@ -234,7 +234,13 @@ type Log struct {
 	// a change means the bytes under it may have been cut or rewritten.
 	truncations atomic.Uint64
 
-	wake       chan struct{} // capacity 1: a sync is wanted
+	wake chan struct{} // capacity 1: a sync is wanted
+	// periodic is FsyncPeriodic's timer: armed (mu.periodicArmed) when
+	// the log becomes dirty, it asks for a pass SyncInterval later. A log
+	// with nothing to sync has no timer running: a member's thousands of
+	// idle shards would each wake their syncer four times a second for
+	// nothing.
+	periodic   *time.Timer
 	stop       chan struct{} // closed by Close: the syncer exits
 	syncerDone chan struct{}
 
@@ -250,7 +256,9 @@ type Log struct {
 		waiters     []waiter
 		err         error // the poison: set once, by a failed write or fsync
 		closed      bool
-		scratch     []byte // Append's encoding buffer
+		// periodicArmed: the periodic timer runs (armPeriodicLocked).
+		periodicArmed bool
+		scratch       []byte // Append's encoding buffer
 
 		format  logFormat
 		last    lastEntry // the newest raft entry, when hasLast
@@ -440,7 +448,26 @@ func (l *Log) markDirtyLocked(s *segment) {
 		s.dirty = true
 		s.refs++
 		l.mu.dirty = append(l.mu.dirty, s)
+		l.armPeriodicLocked()
 	}
+}
+
+// armPeriodicLocked starts FsyncPeriodic's interval, unless it runs: the
+// log has something to sync. REQUIRES: l.mu is held.
+func (l *Log) armPeriodicLocked() {
+	if l.periodic != nil && !l.mu.periodicArmed && !l.mu.closed {
+		l.mu.periodicArmed = true
+		l.periodic.Reset(l.cfg.SyncInterval)
+	}
+}
+
+// periodicDue is the periodic timer's: the interval since the log became
+// dirty is over, a pass is due.
+func (l *Log) periodicDue() {
+	l.mu.Lock()
+	l.mu.periodicArmed = false
+	l.mu.Unlock()
+	l.kick()
 }
 
 // NextOffset is the offset the next Append must start at.
@@ -489,6 +516,9 @@ func (l *Log) Close() error {
 	}
 	l.mu.closed = true
 	l.mu.Unlock()
+	if l.periodic != nil {
+		l.periodic.Stop()
+	}
 
 	close(l.stop)
 	<-l.syncerDone

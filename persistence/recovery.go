@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Open opens the log in dir, creating dir and an empty log if needed, and
@@ -36,6 +37,12 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 	l.mu.cursors = map[*Cursor]struct{}{}
 	if err := l.recover(); err != nil {
 		return nil, err
+	}
+	if cfg.Fsync == FsyncPeriodic {
+		// One pass after the first interval, as the log may have come
+		// back with something to sync; then only once it is written to.
+		l.mu.periodicArmed = true
+		l.periodic = time.AfterFunc(cfg.SyncInterval, l.periodicDue)
 	}
 	go l.runSyncer()
 	return l, nil

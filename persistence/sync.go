@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"fmt"
-	"time"
 )
 
 // waiter is one WaitDurable or WaitEntryDurable call: ch receives once
@@ -117,23 +116,17 @@ func (l *Log) kick() {
 	}
 }
 
-// runSyncer is the log's only goroutine. It makes one pass per wake-up or
-// tick and exits when Close closes l.stop; Close then makes the final pass
+// runSyncer is the log's only goroutine. It makes one pass per wake-up (a
+// wait, a new segment, FsyncOnCommit's append, FsyncPeriodic's timer) and
+// exits when Close closes l.stop; Close then makes the final pass
 // itself. A pass that fails poisons the log, after which passes do nothing.
 func (l *Log) runSyncer() {
 	defer close(l.syncerDone)
-	var tick <-chan time.Time
-	if l.cfg.Fsync == FsyncPeriodic {
-		t := time.NewTicker(l.cfg.SyncInterval)
-		defer t.Stop()
-		tick = t.C
-	}
 	for {
 		select {
 		case <-l.stop:
 			return
 		case <-l.wake:
-		case <-tick:
 		}
 		l.syncOnce()
 	}

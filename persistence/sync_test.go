@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -335,4 +336,45 @@ func TestPoisonedLogCloseReleasesFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPeriodicRunsOnlyWhileDirty: FsyncPeriodic syncs an append one
+// interval after it, and a log with nothing to sync has no timer running
+// (an idle shard's syncer does not wake); the next append arms it again.
+func TestPeriodicRunsOnlyWhileDirty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const every = time.Second
+		l := mustOpen(t, t.TempDir(), Config{Fsync: FsyncPeriodic, SyncInterval: every})
+		defer mustClose(t, l)
+		armed := func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return l.mu.periodicArmed
+		}
+		time.Sleep(every) // the pass after opening
+		synctest.Wait()
+		if armed() {
+			t.Fatal("an opened log with nothing appended keeps its periodic timer running")
+		}
+		for round := range 2 {
+			next := appendBatches(t, l, 2, 3)
+			if !armed() {
+				t.Fatalf("round %d: an append did not arm the periodic timer", round)
+			}
+			time.Sleep(every - time.Millisecond)
+			synctest.Wait()
+			if got := l.Synced(); got >= next {
+				t.Fatalf("round %d: synced %d before the interval ended, want < %d", round, got, next)
+			}
+			time.Sleep(time.Millisecond)
+			synctest.Wait()
+			if got := l.Synced(); got != next {
+				t.Fatalf("round %d: synced %d one interval after the append, want %d", round, got, next)
+			}
+			if armed() {
+				t.Fatalf("round %d: the periodic timer still runs with nothing to sync", round)
+			}
+			time.Sleep(10 * every) // idle
+		}
+	})
 }

@@ -202,6 +202,7 @@ func (l *Log) cutLocked(c cut) ([]*segment, error) {
 	}
 
 	l.mu.next = c.next
+	l.armPeriodicLocked() // the mark follows the cut
 	l.mu.lastTime = 0
 	for _, s := range l.mu.segments {
 		l.mu.lastTime = max(l.mu.lastTime, s.lastTime)

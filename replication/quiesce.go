@@ -177,6 +177,7 @@ func (r *Replica) maybeQuiesce() bool {
 		})
 	}
 	r.quiet = true
+	r.quiesces++
 	return true
 }
 
@@ -189,7 +190,12 @@ func (r *Replica) stepQuiesceHeartbeat(m raftpb.Message) error {
 		return err
 	}
 	last, _ := r.storage.LastIndex()
-	r.quiet = followerAgrees(r.rn.BasicStatus(), last, m)
+	// A heartbeat from a leader whose member the owner already said is
+	// gone (it arrived late): staying awake, the follower elects.
+	r.quiet = followerAgrees(r.rn.BasicStatus(), last, m) && (r.peerGone == nil || !r.peerGone(m.From))
+	if r.quiet {
+		r.quiesces++
+	}
 	return nil
 }
 
@@ -226,6 +232,11 @@ func (r *Replica) LeaderGone(lead uint64) {
 
 // Quiet reports whether the replica is quiet: it does not tick.
 func (r *Replica) Quiet() bool { return r.quiet }
+
+// Quiesces counts the times the replica went quiet: an owner that saw it
+// quiet with the same count twice knows nothing woke it in between, so
+// nothing in its group changed.
+func (r *Replica) Quiesces() uint64 { return r.quiesces }
 
 // QuietWith is, on a quiet leader, the replicas it went quiet with (those
 // not gone): the owner wakes it if one of them goes. The slice is the

@@ -242,3 +242,21 @@ func TestQuietGroupWithoutAGoneReplica(t *testing.T) {
 	}
 	c.requireConverged()
 }
+
+// TestFollowerStaysAwakeUnderAGoneLeader: a quiesce heartbeat stepped
+// after the owner says the leader's member is gone (it was on its way
+// when the member died) does not quiet the follower: the owner's news
+// came once, before it, so nothing would wake the follower again.
+func TestFollowerStaysAwakeUnderAGoneLeader(t *testing.T) {
+	c := newCluster(t, 3)
+	c.elect(1)
+	c.propose(1, "a")
+	c.gone[1] = true // as the followers' owners see it
+	c.tickUntil(quietLimit, "the leader quiet", func() bool { return c.replica(1).Quiet() })
+	c.settle()
+	for _, id := range []uint64{2, 3} {
+		if c.replica(id).Quiet() {
+			t.Errorf("replica %d went quiet under a leader whose member is gone", id)
+		}
+	}
+}

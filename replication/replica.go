@@ -51,6 +51,8 @@ type Replica struct {
 	// peerGone is Config.PeerGone.
 	quietWith []uint64
 	peerGone  func(id uint64) bool
+	// quiesces counts the times it went quiet (Quiesces).
+	quiesces uint64
 	// reads counts the ReadIndex requests of term readTerm that raft has
 	// not confirmed: a leader stays awake for them, as raft's heartbeats
 	// carry the last one's context until a quorum answers.
@@ -111,7 +113,8 @@ type Config struct {
 	// (Storage.Committed): raft hands over only the entries after it.
 	Applied uint64
 	// PeerGone, if set, says replica id's member left the cluster: a
-	// leader's group goes quiet without it (quiesce.go). Called from Tick,
+	// leader's group goes quiet without it, and a follower does not go
+	// quiet under a leader on it (quiesce.go). Called from Tick and Step,
 	// on the owner's goroutine. Nil: no replica is ever gone, and a group
 	// with one down stays awake.
 	PeerGone func(id uint64) bool

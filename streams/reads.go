@@ -191,6 +191,7 @@ func (s *shard) askReadIndex() {
 	rd.asked = &readBatch{id: rd.lastID, waiters: rd.queued}
 	rd.queued = nil
 	s.repl.replica.ReadIndex(rd.lastID)
+	s.hurryIfAwake()
 }
 
 // readConfirmed is Ready's read callback: raft confirmed ReadIndex id at

@@ -33,8 +33,18 @@ type Replica interface {
 	// after the next Ready, at which raft index and term it went, or that
 	// it was lost with the leadership.
 	Propose(records, attrs [][]byte, stamp *Stamp) (Ticket, error)
-	// Tick advances raft's clock by one tick (ReplicaTick apart).
+	// Tick advances raft's clock by one tick: ReplicaTick apart while the
+	// group is awake, further apart while it is quiet (replicaclock.go),
+	// when raft's clock does not run.
 	Tick()
+	// Quiet says the replica's group is quiet: it needs no ticks for raft,
+	// and anything that wakes it comes as a message, a proposal, a read or
+	// MemberGone.
+	Quiet() bool
+	// MemberGone tells the replica that member node, which its group
+	// names, left the cluster or went silent: a quiet group has no
+	// heartbeats to notice it by. PeerInbox.MemberGone brings it.
+	MemberGone(node string)
 	// Step hands raft a message from a peer.
 	Step(data []byte) error
 	// ReadIndex asks the group, as its leader, to confirm a read: raft's
@@ -146,6 +156,12 @@ type peerMessage struct {
 // replicaTick is the shard's raft clock.
 type replicaTick struct{ actors.ControlMessage }
 
+// memberGone is PeerInbox.MemberGone's message.
+type memberGone struct {
+	actors.ControlMessage
+	node string
+}
+
 // PeerInbox takes a replicated shard's raft messages from the peer link
 // into its mailbox without waiting, at most maxPeerQueued at a time.
 type PeerInbox struct {
@@ -167,13 +183,22 @@ func (in *PeerInbox) Deliver(data []byte) bool {
 	return true
 }
 
+// MemberGone tells the shard's replica that member node is gone
+// (Replica.MemberGone), without waiting. It is control traffic, which the
+// mailbox takes whatever its queue (unlike Deliver's, not counted against
+// maxPeerQueued): the member says it once, so it must not be dropped. It
+// is false only once the shard stopped.
+func (in *PeerInbox) MemberGone(node string) bool {
+	return in.mailbox.TryPost(&memberGone{node: node}, 0) == actors.Posted
+}
+
 // replicated is a replicated shard's raft state. Only Receive touches it.
 type replicated struct {
 	replica Replica
 	inbox   *PeerInbox
-	ticker  *retentionTicker
-	// ticks counts replica ticks, for retention's interval.
-	ticks uint64
+	clock   *replicaClock
+	// retained is when retention last ran.
+	retained time.Time
 	// tickQueued keeps at most one tick in the mailbox: a shard blocked on
 	// a full subscriber must not come back to a backlog of them.
 	tickQueued atomic.Bool
@@ -250,8 +275,9 @@ func (s *shard) startReplica(log Log) error {
 	s.producers = producers
 	s.repl = &replicated{replica: r, inbox: inbox, inFlight: make(map[uint64]uint64)}
 	s.next, s.delivered = end, end
+	s.repl.retained = time.Now()
 	self, rp := s.self, s.repl
-	s.repl.ticker = startRetentionTicker(ReplicaTick, func() {
+	s.repl.clock = startReplicaClock(func() {
 		if rp.tickQueued.CompareAndSwap(false, true) {
 			s.root.Send(self, &replicaTick{})
 		}
@@ -264,12 +290,17 @@ func (s *shard) handleReplicaTick() {
 		return
 	}
 	s.repl.tickQueued.Store(false)
+	if s.repl.clock.ended() {
+		return
+	}
 	s.repl.replica.Tick()
 	s.tickReads()
 	s.processReady()
-	if s.repl.ticks++; s.repl.ticks%s.retentionTicks() == 0 {
-		s.repl.replica.EnforceRetention(time.Now())
+	if now := time.Now(); now.Sub(s.repl.retained) >= s.retentionInterval() {
+		s.repl.retained = now
+		s.repl.replica.EnforceRetention(now)
 	}
+	s.repl.clock.arm(s.nextReplicaTick())
 	switch {
 	case s.stopping:
 	case s.repl.replica.Removed():
@@ -284,13 +315,43 @@ func (s *shard) handleReplicaTick() {
 	}
 }
 
-// retentionTicks is the retention interval in replica ticks.
-func (s *shard) retentionTicks() uint64 {
-	every := s.cfg.RetentionInterval
-	if every <= 0 {
-		every = defaultRetentionInterval
+// retentionInterval is how often a replicated shard runs retention.
+func (s *shard) retentionInterval() time.Duration {
+	if every := s.cfg.RetentionInterval; every > 0 {
+		return every
 	}
-	return uint64(max(1, every/ReplicaTick))
+	return defaultRetentionInterval
+}
+
+// nextReplicaTick is the interval to the replica's next tick
+// (replicaTickEvery).
+func (s *shard) nextReplicaTick() time.Duration {
+	rd := &s.repl.reads
+	waiting := len(s.repl.proposed) > 0 || rd.asked != nil || len(rd.queued) > 0 || len(rd.confirmed) > 0
+	quiet := s.repl.replica.Quiet()
+	if !quiet || waiting {
+		return ReplicaTick
+	}
+	// Role only now: a follower's builds its not_leader error, too dear
+	// for every tick of an awake group.
+	return replicaTickEvery(quiet, s.repl.replica.Role().Leader, waiting, s.retentionInterval())
+}
+
+// hurryIfAwake brings the fast tick back once the replica is awake (a
+// message, a proposal, a read or a member's loss woke it).
+func (s *shard) hurryIfAwake() {
+	if !s.repl.replica.Quiet() {
+		s.repl.clock.hurry()
+	}
+}
+
+func (s *shard) handleMemberGone(msg *memberGone) {
+	if s.repl == nil {
+		return
+	}
+	s.repl.replica.MemberGone(msg.node)
+	s.processReady()
+	s.hurryIfAwake()
 }
 
 func (s *shard) handlePeerMessage(msg *peerMessage) {
@@ -302,6 +363,7 @@ func (s *shard) handlePeerMessage(msg *peerMessage) {
 		s.logger.Debug().Err(err).Msg("raft message refused")
 	}
 	s.processReadyIfIdle()
+	s.hurryIfAwake()
 }
 
 // publishReplicated is handlePublish on a replicated shard: the same
@@ -347,6 +409,7 @@ func (s *shard) publishReplicated(pe *pending, p *Publish) {
 	s.repl.proposed = append(s.repl.proposed, proposal{pe: pe, ticket: ticket})
 	s.repl.unreadied++
 	s.processReadyIfIdle()
+	s.hurryIfAwake()
 }
 
 // refuseReplicated answers a publish the checks refused. A refusal read
@@ -546,7 +609,7 @@ func (s *shard) stopReplica() {
 	if s.repl == nil {
 		return
 	}
-	s.repl.ticker.Stop()
+	s.repl.clock.stop()
 	s.failReads(errReadShardStopped)
 	s.repl.replica.Close()
 }

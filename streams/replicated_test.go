@@ -27,6 +27,11 @@ type fakeReplica struct {
 	next    uint64       // the offset the next applied record takes
 	placed  int          // entries with their index told
 	inbox   *PeerInbox
+	// quiet is what Quiet says; ticks counts Tick calls; gone are the
+	// members MemberGone named (it wakes the replica).
+	quiet bool
+	ticks int
+	gone  []string
 	// proposals is told of each proposal the shard makes; readies of
 	// each Ready.
 	proposals chan struct{}
@@ -68,7 +73,14 @@ func (f *fakeReplica) Propose(records, _ [][]byte, stamp *Stamp) (Ticket, error)
 	}, nil
 }
 
-func (f *fakeReplica) Tick()                      {}
+func (f *fakeReplica) Tick()       { f.mu.Lock(); f.ticks++; f.mu.Unlock() }
+func (f *fakeReplica) Quiet() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.quiet }
+func (f *fakeReplica) MemberGone(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gone = append(f.gone, node)
+	f.quiet = false
+}
 func (f *fakeReplica) Removed() bool              { return false }
 func (f *fakeReplica) Restart() bool              { return false }
 func (f *fakeReplica) EnforceRetention(time.Time) {}

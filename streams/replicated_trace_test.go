@@ -161,6 +161,8 @@ func (r *scriptReplica) ReadIndex(id uint64) {
 
 func (r *scriptReplica) LeaderContact() (time.Time, bool) { return r.heard, r.caughtUp }
 func (r *scriptReplica) Tick()                            {}
+func (r *scriptReplica) Quiet() bool                      { return false }
+func (r *scriptReplica) MemberGone(string)                {}
 func (r *scriptReplica) Removed() bool                    { return false }
 func (r *scriptReplica) Restart() bool                    { return false }
 func (r *scriptReplica) EnforceRetention(time.Time)       {}

@@ -354,6 +354,8 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.handleReplicaTick()
 	case *peerMessage:
 		s.handlePeerMessage(msg)
+	case *memberGone:
+		s.handleMemberGone(msg)
 	case *CacheGet:
 		s.handleCacheGet(ctx, msg)
 	case *CacheList:

@@ -4,13 +4,15 @@
 # loopback, a stream of SHARDS durable shards, a settle until every shard
 # is led (and quiet, where the binary has quiet groups), then each
 # member's user+system CPU over WINDOW seconds from /proc, as % of one
-# core.
+# core, and etcd's load over the same window: its keys, and the watch
+# events it sent and the writes it took, per second (etcd's own /metrics).
 #
 #   bench/idle/run.sh [SHARDS] [WINDOW] [FELIX_BINARY]
 #
 # FELIX_BINARY defaults to one built from this tree (go build); the
 # members listen from BASE_PORT (default 17001) up. PROFILE=FILE also
-# writes node-1's CPU profile over the window to FILE (go tool pprof).
+# writes node-1's CPU profile over the window to FILE (go tool pprof),
+# and prints node-1's goroutine count.
 set -euo pipefail
 shards=${1:-100}
 window=${2:-30}
@@ -64,16 +66,31 @@ while :; do
 done
 echo "settled after ${SECONDS}s: $led shards led, quiet replicas per member:$quiet"
 sleep 5
+# etcd's endpoint and a member's certificate, from felix dev cluster's
+# banner; its metrics are on the client port.
+etcd_line=$(grep -m1 'etcd serving on' "$dir/dev.log" || true)
+etcd_metric() {
+	[ -n "$etcd_line" ] || return 0
+	set -- $(sed -E 's/.*--endpoints ([^ ]+) --cacert ([^ ]+) --cert ([^ ]+) --key ([^;]+);.*/\1 \2 \3 \4/' <<<"$etcd_line") "$1"
+	curl -sf --cacert "$2" --cert "$3" --key "$4" "$1/metrics" | awk -v m="$5" '$1 == m { s += $2 } END { print s + 0 }'
+}
+ev0=$(etcd_metric etcd_debugging_mvcc_events_total)
+put0=$(( $(etcd_metric etcd_mvcc_put_total) + $(etcd_metric etcd_mvcc_txn_total) ))
 pids=$(pgrep -f -- "--data-dir $dir/c/node-" || true)
 ticks=$(getconf CLK_TCK)
 declare -A before
 for p in $pids; do before[$p]=$(awk '{print $14+$15}' /proc/$p/stat); done
 if [ -n "${PROFILE:-}" ]; then
+	echo "node-1: $(curl -sf -H "Authorization: Bearer $tok" "http://127.0.0.1:$((base + 100))/debug/pprof/goroutine?debug=1" | head -1)"
 	curl -sf -H "Authorization: Bearer $tok" -o "$PROFILE" \
 		"http://127.0.0.1:$((base + 100))/debug/pprof/profile?seconds=$window"
 else
 	sleep "$window"
 fi
+ev1=$(etcd_metric etcd_debugging_mvcc_events_total)
+put1=$(( $(etcd_metric etcd_mvcc_put_total) + $(etcd_metric etcd_mvcc_txn_total) ))
+awk -v k="$(etcd_metric etcd_debugging_mvcc_keys_total)" -v e=$((ev1 - ev0)) -v p=$((put1 - put0)) -v w="$window" \
+	'BEGIN { printf "etcd: %d keys, %.1f watch events/s, %.1f puts+txns/s\n", k, e / w, p / w }'
 for p in $pids; do
 	after=$(awk '{print $14+$15}' /proc/$p/stat)
 	node=$(tr '\0' ' ' < /proc/$p/cmdline | grep -o 'node-[0-9]*' | head -1)

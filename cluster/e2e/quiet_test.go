@@ -75,7 +75,13 @@ func TestReplicatedQuietGroupFailsOver(t *testing.T) {
 	killed := time.Now()
 	leader.Kill()
 	next := leaderOf(r.ctx, t, r.c)
-	t.Logf("%s led again %v after %s, the quiet leader, was killed (lease %v)", next.NodeID, time.Since(killed).Round(time.Millisecond), leader.NodeID, leaseTTL)
+	took := time.Since(killed)
+	t.Logf("%s led again %v after %s, the quiet leader, was killed (lease %v)", next.NodeID, took.Round(time.Millisecond), leader.NodeID, leaseTTL)
+	// The members' beats, not the lease's expiry, tell the quiet
+	// followers their leader is gone.
+	if took >= leaseTTL {
+		t.Errorf("a quiet group was led again %v after its leader died, want within the lease (%v)", took, leaseTTL)
+	}
 
 	publishAfter(r.ctx, t, r.cc, 20, r.acks)
 	// The dead member's replica keeps nobody awake.
