@@ -43,12 +43,18 @@ type etcdOptions struct {
 	tls  *EtcdTLS
 	// bcryptCost is etcd's password hashing cost; 0 keeps etcd's default.
 	bcryptCost uint
+	// maxTxnOps is etcd's --max-txn-ops; 0 keeps etcd's default (128).
+	maxTxnOps uint
 }
 
 // withBcryptCost sets etcd's password hashing cost: the tests that make
 // etcd users lower it, as the race detector makes a default-cost hash
 // take seconds.
 func withBcryptCost(cost uint) EtcdOption { return func(o *etcdOptions) { o.bcryptCost = cost } }
+
+// withMaxTxnOps lowers how many operations etcd takes in one transaction,
+// so a test sees batched writes split to fit.
+func withMaxTxnOps(ops uint) EtcdOption { return func(o *etcdOptions) { o.maxTxnOps = ops } }
 
 // EtcdTLS are the PEM files of an embedded etcd serving mutual TLS: the
 // CA every client's certificate must chain to, and etcd's certificate
@@ -119,6 +125,9 @@ func etcdConfig(dataDir string, o etcdOptions, log *os.File, level zap.AtomicLev
 	}
 	if o.bcryptCost != 0 {
 		cfg.BcryptCost = o.bcryptCost
+	}
+	if o.maxTxnOps != 0 {
+		cfg.MaxTxnOps = o.maxTxnOps
 	}
 	cfg.ListenClientUrls = []url.URL{anyPort}
 	cfg.AdvertiseClientUrls = []url.URL{anyPort}

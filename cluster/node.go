@@ -129,6 +129,10 @@ type Node struct {
 	done  sync.WaitGroup
 
 	actors actorRemote
+
+	// setBatch is how many replica sets one etcd transaction writes: at
+	// most setsPerTxn, less where etcd refused that many (placement.go).
+	setBatch atomic.Int32
 }
 
 // New checks cfg and connects nothing yet: Start joins in the background.
@@ -156,6 +160,7 @@ func New(cfg Config) (*Node, error) {
 		etcd: cli, login: login, base: time.Now(), changed: make(chan struct{}), kick: make(chan struct{}, 1),
 		fatal: make(chan error, 1), ctx: ctx, stop: cancel, state: newState(),
 	}
+	n.setBatch.Store(setsPerTxn)
 	return n, nil
 }
 

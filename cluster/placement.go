@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/getfelix/felix-go/wire"
@@ -324,4 +325,42 @@ func (s *state) raftOwner(key ShardKey, rec ownerRecord, recorded bool, raftLead
 		return wire.Owner{}, false
 	}
 	return wire.Owner{NodeID: node, Addr: m.Addr, Generation: term}, true
+}
+
+// setsPerTxn is how many replica sets one etcd transaction writes at most.
+// Each set is a nested create-if-absent transaction, so a set another
+// member wrote first fails alone rather than the whole batch; etcd counts
+// the outer transaction's ops and needs one more for each nested one, so
+// under its default --max-txn-ops (128) a batch holds 127. An etcd run
+// with a lower limit refuses the batch (ErrTooManyOps): it is halved and
+// sent again, and the size that fits is kept for later rounds.
+const setsPerTxn = 127
+
+// writeReplicaSets writes sets[i] as key todo[i]'s replica set unless it
+// has one, in as few transactions as etcd takes: placing a thousand shards
+// one transaction each took minutes.
+func (n *Node) writeReplicaSets(todo []ShardKey, sets []ReplicaSet) {
+	for len(todo) > 0 && n.ctx.Err() == nil {
+		size := min(len(todo), int(n.setBatch.Load()))
+		ops := make([]clientv3.Op, size)
+		for i, key := range todo[:size] {
+			k := n.keys.replicaSet(key)
+			ops[i] = clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
+				[]clientv3.Op{clientv3.OpPut(k, encode(sets[i]))}, nil)
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		_, err := n.etcd.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		if errors.Is(err, rpctypes.ErrTooManyOps) && size > 1 {
+			n.setBatch.Store(int32(size / 2))
+			continue
+		}
+		if err != nil {
+			// The next round tries what is still unwritten.
+			n.log.Debug().Err(err).Int("sets", size).Msg("write replica sets")
+			return
+		}
+		todo, sets = todo[size:], sets[size:]
+	}
 }

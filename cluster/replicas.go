@@ -159,16 +159,7 @@ func (n *Node) placeReplicaSets() {
 		}
 	}
 	n.mu.RUnlock()
-	for i, key := range todo {
-		k := n.keys.replicaSet(key)
-		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
-		_, err := n.etcd.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-			Then(clientv3.OpPut(k, encode(sets[i]))).Commit()
-		cancel()
-		if err != nil {
-			n.log.Debug().Err(err).Str("shard", key.String()).Msg("write replica set")
-		}
-	}
+	n.writeReplicaSets(todo, sets)
 }
 
 // hostReplicas tells the broker of every replicated shard this member is
