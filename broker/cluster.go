@@ -70,7 +70,7 @@ func (b *Broker) startCluster() error {
 	node, err := cluster.New(cluster.Config{
 		Name: b.cfg.ClusterName, Prefix: b.cfg.ClusterEtcdPrefix, Endpoints: splitList(b.cfg.ClusterEtcd),
 		EtcdTLS: etcdTLS, EtcdUser: b.cfg.ClusterEtcdUser, EtcdPassword: etcdPassword,
-		NodeID: id, Addr: addr, Admin: admin, PeerAddr: peerAddr, KafkaAddr: b.kafkaAdvertise(), LeaseTTL: b.cfg.ClusterLeaseTTL,
+		NodeID: id, Addr: addr, Admin: admin, PeerAddr: peerAddr, KafkaAddr: b.kafkaAdvertise(), Zone: b.cfg.ClusterZone, LeaseTTL: b.cfg.ClusterLeaseTTL,
 		Log: b.log.With().Str("component", "cluster").Logger(), System: system, TLS: certs,
 		Tree:       func() ([]byte, error) { return json.Marshal(map[string]any{"actors": b.Actors()}) },
 		Hooks:      b.clusterHooks(),
@@ -110,11 +110,12 @@ func (b *Broker) clusterHooks() cluster.Hooks {
 		Lost: func(key cluster.ShardKey, _ *wire.Owner) {
 			root.Send(b.registry, &streams.StopShard{Scope: key.Scope, Shard: key.Shard})
 		},
-		Members:  func(n int) { b.metrics.NodeCount.Set(float64(n)) },
-		Owned:    func(n int) { b.metrics.ShardsOwned.Set(float64(n)) },
-		Moved:    func(direction string) { b.metrics.ShardMoves.WithLabelValues(direction).Inc() },
-		Producer: b.producers.Add,
-		Joined:   b.serving,
+		Members:       func(n int) { b.metrics.NodeCount.Set(float64(n)) },
+		Owned:         func(n int) { b.metrics.ShardsOwned.Set(float64(n)) },
+		NotZoneSpread: func(n int) { b.metrics.NotZoneSpread.Set(float64(n)) },
+		Moved:         func(direction string) { b.metrics.ShardMoves.WithLabelValues(direction).Inc() },
+		Producer:      b.producers.Add,
+		Joined:        b.serving,
 		Replica: func(key cluster.ShardKey) {
 			root.Send(b.registry, &streams.HostReplica{Scope: key.Scope, Shard: key.Shard})
 		},

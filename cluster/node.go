@@ -39,6 +39,9 @@ type Config struct {
 	// KafkaAddr is its Kafka listener's host:port for clients
 	// (kafka_advertise, or the bound address); "" when it has none.
 	KafkaAddr string
+	// Zone is the member's failure domain (cluster_zone: a rack, an
+	// availability zone); replica sets spread over zones. "" is none.
+	Zone string
 	// LeaseTTL is the member's etcd lease TTL, whole seconds.
 	LeaseTTL time.Duration
 	Log      zerolog.Logger
@@ -87,6 +90,9 @@ type Hooks struct {
 	// Replica: this member is in the replica set of a replicated shard and
 	// must run its replica. Called again on every placement round.
 	Replica func(key ShardKey)
+	// NotZoneSpread: how many replicated shards have two replicas in one
+	// zone while the live members span enough zones (each placement round).
+	NotZoneSpread func(n int)
 	// Producer: an idempotent producer id was given out (by any member).
 	Producer func(id uint64, tenant string)
 }
@@ -297,7 +303,7 @@ func (n *Node) checkName(ctx context.Context) error {
 // not expired yet: it will, within the TTL).
 func (n *Node) register(ctx context.Context, lease clientv3.LeaseID) error {
 	k := n.keys.member(n.cfg.NodeID)
-	rec := memberRecord{NodeID: n.cfg.NodeID, Addr: n.cfg.Addr, Admin: n.cfg.Admin, PeerAddr: n.cfg.PeerAddr, KafkaAddr: n.cfg.KafkaAddr, ActorAddr: n.actors.address(), Lease: int64(lease), JoinedAt: time.Now().UTC()}
+	rec := memberRecord{NodeID: n.cfg.NodeID, Addr: n.cfg.Addr, Admin: n.cfg.Admin, PeerAddr: n.cfg.PeerAddr, KafkaAddr: n.cfg.KafkaAddr, ActorAddr: n.actors.address(), Zone: n.cfg.Zone, Lease: int64(lease), JoinedAt: time.Now().UTC()}
 	res, err := n.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, encode(rec), clientv3.WithLease(lease))).

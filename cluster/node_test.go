@@ -42,7 +42,7 @@ func (r *recorder) lostCount() int {
 	return len(r.lost)
 }
 
-func startNode(t *testing.T, endpoint, id, name string, rec *recorder) *Node {
+func startNode(t testing.TB, endpoint, id, name string, rec *recorder) *Node {
 	t.Helper()
 	n, err := New(Config{
 		Name: name, Prefix: "/felix", Endpoints: []string{endpoint}, NodeID: id,
@@ -56,7 +56,7 @@ func startNode(t *testing.T, endpoint, id, name string, rec *recorder) *Node {
 	return n
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {

@@ -57,6 +57,12 @@ func (n *Node) reconcile() {
 	}
 	n.placeReplicaSets()
 	n.hostReplicas()
+	if h := n.cfg.Hooks.NotZoneSpread; h != nil {
+		n.mu.RLock()
+		spread := n.state.notZoneSpread()
+		n.mu.RUnlock()
+		h(spread)
+	}
 }
 
 // plan lists the placements to try now.

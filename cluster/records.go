@@ -80,9 +80,11 @@ type memberRecord struct {
 	KafkaAddr string `json:"kafka_addr,omitempty"`
 	// ActorAddr is its actor system's remote address (protoactor's gRPC,
 	// mutual TLS), when it runs one.
-	ActorAddr string    `json:"actor_addr,omitempty"`
-	Lease     int64     `json:"lease"`
-	JoinedAt  time.Time `json:"joined_at"`
+	ActorAddr string `json:"actor_addr,omitempty"`
+	// Zone is its failure domain (Config.Zone); "" when it has none.
+	Zone     string    `json:"zone,omitempty"`
+	Lease    int64     `json:"lease"`
+	JoinedAt time.Time `json:"joined_at"`
 }
 
 // ownerRecord says which member owns a shard; the key is on that member's

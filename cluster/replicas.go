@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,48 +105,74 @@ func (s *state) replicated(key ShardKey) bool {
 	return ok && d.Durable && d.Replicas > 1
 }
 
-// planReplicaSet picks a new replicated shard's set: the top R members by
-// rendezvous score, so every member computes the same set. Fewer live
-// members than R: none yet.
-func planReplicaSet(key ShardKey, replicas int, candidates []memberRecord) (ReplicaSet, bool) {
+// planReplicaSet picks a new replicated shard's set from candidates: the
+// members holding the fewest replicas (load), ties broken by rendezvous
+// score so every member computes the same set, with no two in one zone
+// while candidates span enough zones (zoneOf). Fewer live members than R:
+// none yet.
+func planReplicaSet(key ShardKey, replicas int, candidates []memberRecord, load map[string]int) (ReplicaSet, bool) {
 	if len(candidates) < replicas {
 		return ReplicaSet{}, false
 	}
 	ranked := slices.Clone(candidates)
 	score := func(m memberRecord) uint64 { return xxhash.Sum64String(m.NodeID + "\x00" + key.String()) }
 	slices.SortFunc(ranked, func(a, b memberRecord) int {
-		sa, sb := score(a), score(b)
-		switch {
-		case sa > sb:
-			return -1
-		case sa < sb:
-			return 1
+		if c := cmp.Compare(load[a.NodeID], load[b.NodeID]); c != 0 {
+			return c
 		}
-		return 0
+		return cmp.Compare(score(b), score(a))
 	})
 	set := ReplicaSet{}
-	for i, m := range ranked[:replicas] {
-		set.Members = append(set.Members, Replica{ID: uint64(i + 1), Node: m.NodeID})
-		set.Initial = append(set.Initial, uint64(i+1))
+	inZone := map[string]int{}
+	for len(set.Members) < replicas {
+		// The best-ranked member of a zone holding the fewest of the set.
+		pick := -1
+		for i, m := range ranked {
+			if pick < 0 || inZone[zoneOf(m)] < inZone[zoneOf(ranked[pick])] {
+				pick = i
+			}
+		}
+		m := ranked[pick]
+		ranked = slices.Delete(ranked, pick, pick+1)
+		inZone[zoneOf(m)]++
+		id := uint64(len(set.Members) + 1)
+		set.Members = append(set.Members, Replica{ID: id, Node: m.NodeID})
+		set.Initial = append(set.Initial, id)
 	}
 	return set, true
 }
 
-// placeReplicaSets writes the sets of replicated shards that have none.
+// zoneOf is a member's zone; a member without one is a zone of its own.
+func zoneOf(m memberRecord) string {
+	if m.Zone == "" {
+		return "\x00" + m.NodeID
+	}
+	return m.Zone
+}
+
+// placeReplicaSets writes the sets of replicated shards that have none,
+// planned in shard order with each member's replica count as it grows.
 func (n *Node) placeReplicaSets() {
 	n.mu.RLock()
-	var todo []ShardKey
-	var sets []ReplicaSet
-	candidates := n.state.candidates()
+	var unplaced []ShardKey
 	for scope, def := range n.state.defs {
 		if !def.Durable || def.Replicas <= 1 {
 			continue
 		}
 		for shard := range def.Shards {
 			key := ShardKey{Scope: scope, Shard: shard}
-			if _, ok := n.state.replicaSets[key]; ok {
-				continue
+			if _, ok := n.state.replicaSets[key]; !ok {
+				unplaced = append(unplaced, key)
 			}
+		}
+	}
+	var todo []ShardKey
+	var sets []ReplicaSet
+	if len(unplaced) > 0 {
+		slices.SortFunc(unplaced, compareKeys)
+		candidates := n.state.candidates()
+		load := n.state.replicaLoad()
+		for _, key := range unplaced {
 			if data, isState := GroupDataShard(key); isState {
 				// With its data shard's replicas (groups.go).
 				if set, ok := n.state.groupReplicaSet(data); ok {
@@ -153,13 +180,57 @@ func (n *Node) placeReplicaSets() {
 				}
 				continue
 			}
-			if set, ok := planReplicaSet(key, def.Replicas, candidates); ok {
+			if set, ok := planReplicaSet(key, n.state.defs[key.Scope].Replicas, candidates, load); ok {
 				todo, sets = append(todo, key), append(sets, set)
+				for _, r := range set.Members {
+					load[r.Node]++
+				}
 			}
 		}
 	}
 	n.mu.RUnlock()
 	n.writeReplicaSets(todo, sets)
+}
+
+// replicaLoad counts the replicas each member holds (a moving replica's
+// new place included). Callers hold mu.
+func (s *state) replicaLoad() map[string]int {
+	load := map[string]int{}
+	for _, set := range s.replicaSets {
+		for _, r := range set.All() {
+			load[r.Node]++
+		}
+	}
+	return load
+}
+
+// notZoneSpread counts the replicated shards with two replicas in one
+// zone although the live members span enough zones to spread them.
+// Callers hold mu.
+func (s *state) notZoneSpread() int {
+	live := map[string]bool{}
+	for _, m := range s.members {
+		live[zoneOf(m)] = true
+	}
+	n := 0
+	for key, set := range s.replicaSets {
+		if !s.replicated(key) {
+			continue
+		}
+		zones := map[string]bool{}
+		for _, r := range set.Members {
+			m, ok := s.members[r.Node]
+			if !ok {
+				m = s.lost[r.Node].rec
+				m.NodeID = r.Node
+			}
+			zones[zoneOf(m)] = true
+		}
+		if len(zones) < min(len(set.Members), len(live)) {
+			n++
+		}
+	}
+	return n
 }
 
 // hostReplicas tells the broker of every replicated shard this member is

@@ -62,6 +62,12 @@ type MemberStatus struct {
 	ShardsOwned        int  `json:"shards_owned"`
 	DurableShardsOwned int  `json:"durable_shards_owned"`
 	Draining           bool `json:"draining"`
+	// Zone is its cluster_zone ("" when none).
+	Zone string `json:"zone,omitempty"`
+	// Leads counts the replicated shards it leads (whose owner record
+	// names it); Replicas the replicated shards it holds a replica of.
+	Leads    int `json:"leads"`
+	Replicas int `json:"replicas"`
 	// ActorMember says the answering member can read this one's tree over
 	// the actor remote: both run one (both have cluster_tls_*).
 	ActorMember bool `json:"actor_member"`
@@ -152,12 +158,27 @@ func (n *Node) Status(ctx context.Context) Status {
 			durable[rec.NodeID]++
 		}
 	}
+	leads := map[string]int{}
+	for key, rec := range n.state.owners {
+		if n.state.replicated(key) {
+			leads[rec.NodeID]++
+		}
+	}
+	replicas := map[string]int{}
+	for key, set := range n.state.replicaSets {
+		if n.state.replicated(key) {
+			for _, r := range set.All() {
+				replicas[r.Node]++
+			}
+		}
+	}
 	leases := make([]int64, 0, len(n.state.members))
 	for id, m := range n.state.members {
 		st.Members = append(st.Members, MemberStatus{
 			NodeID: id, Addr: m.Addr, Admin: m.Admin, PeerAddr: m.PeerAddr, JoinedAt: m.JoinedAt,
 			ShardsOwned: owned[id], DurableShardsOwned: durable[id], Draining: n.state.draining[id],
 			ActorMember: n.actors.has(m.ActorAddr), ActorAddr: m.ActorAddr,
+			Zone: m.Zone, Leads: leads[id], Replicas: replicas[id],
 		})
 		leases = append(leases, m.Lease)
 	}
@@ -166,6 +187,7 @@ func (n *Node) Status(ctx context.Context) Status {
 		st.Members = append(st.Members, MemberStatus{
 			NodeID: id, Addr: l.rec.Addr, Admin: l.rec.Admin, PeerAddr: l.rec.PeerAddr, JoinedAt: l.rec.JoinedAt,
 			LeaseTTLLeft: -1, Down: true, LastSeen: l.lastSeen, DurableShardsOwned: durable[id], ShardsOwned: owned[id],
+			Zone: l.rec.Zone, Leads: leads[id], Replicas: replicas[id],
 		})
 	}
 	st.Shards = n.shardsLocked()

@@ -108,6 +108,9 @@ type Options struct {
 	// ExtraArgs are appended to every member's `felix broker` command
 	// line, after the harness's own flags, so they override them.
 	ExtraArgs []string
+	// Zones, when set, is each member's --cluster-zone in order (node-1
+	// first); a member past its end, or given "", has none.
+	Zones []string
 	// NetNS runs each member in a network namespace of its own, so that
 	// Partition can cut it off from the others (see netns.go). Members
 	// then listen on 10.x addresses, which the shared certificate does not

@@ -123,6 +123,9 @@ func (m *Member) args() []string {
 		"--cluster-etcd-tls-cert", m.c.peerCerts[m.NodeID].Cert,
 		"--cluster-etcd-tls-key", m.c.peerCerts[m.NodeID].Key,
 	}
+	if m.index < len(m.c.opts.Zones) && m.c.opts.Zones[m.index] != "" {
+		args = append(args, "--cluster-zone", m.c.opts.Zones[m.index])
+	}
 	if ttl := m.c.opts.LeaseTTL; ttl != 0 {
 		args = append(args, "--cluster-lease-ttl-ms", strconv.FormatInt(ttl.Milliseconds(), 10))
 	}

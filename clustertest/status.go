@@ -32,6 +32,15 @@ func (c *Cluster) Status(t testing.TB, m *Member) cluster.Status {
 	return st
 }
 
+// TryStatus is Status that returns the error rather than failing the
+// test, for a caller polling a member that may be too loaded to answer
+// within the admin timeout.
+func (c *Cluster) TryStatus(m *Member) (cluster.Status, error) {
+	var st cluster.Status
+	err := c.admin(m, http.MethodGet, "/debug/cluster", &st)
+	return st, err
+}
+
 // Trees is every member's supervision tree as m gathers them (GET
 // /debug/cluster/actors).
 func (c *Cluster) Trees(t testing.TB, m *Member) cluster.Trees {

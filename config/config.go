@@ -226,6 +226,9 @@ type Config struct {
 	// ClusterNodeID is this member's id; empty uses the id kept in
 	// DataDir/node.id, made on first start.
 	ClusterNodeID string `yaml:"cluster_node_id" help:"this member's id, unique in the cluster; empty uses the one kept in the data dir (node.id), made on first start"`
+	// ClusterZone is this member's failure domain: replica sets spread
+	// over zones.
+	ClusterZone string `yaml:"cluster_zone" help:"this member's failure domain (a rack, an availability zone); a replicated shard's replicas go to different zones while enough zones are live; empty is none"`
 	// ClusterAdvertise is the felix/1 address other members and clients
 	// reach this broker at; empty uses the bound listen address.
 	ClusterAdvertise string `yaml:"cluster_advertise" help:"felix/1 address (host:port) clients are sent to for this member's shards; empty uses the bound listen address"`

@@ -269,6 +269,9 @@ func (c Config) validateCluster(ck *checker) {
 		// minimum (about 1.5 s with default election timing).
 		ck.bad("cluster_lease_ttl_ms", "must be whole seconds, at least 2000, got %s", c.ClusterLeaseTTL)
 	}
+	if c.ClusterZone != "" && !validNodeID(c.ClusterZone) {
+		ck.bad("cluster_zone", "use letters, digits, '-', '_' and '.', at most 64, got %q", c.ClusterZone)
+	}
 	if c.ClusterNodeID != "" && !validNodeID(c.ClusterNodeID) {
 		ck.bad("cluster_node_id", "use letters, digits, '-', '_' and '.', at most 64, got %q", c.ClusterNodeID)
 	}

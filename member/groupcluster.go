@@ -154,7 +154,7 @@ func (m *Member) groupLive(v *replicaView, term uint64, key cluster.ShardKey, sh
 func (s *shardReplica) followDataLeader(st replication.Status) {
 	data, ok := cluster.GroupDataShard(s.key)
 	if !ok || s.node.Draining() {
-		return // draining: leaveIfDraining hands it away instead
+		return // draining: the balance plan hands it away instead (balance.go)
 	}
 	v, ok := s.m.views.Load(data)
 	if !ok {

@@ -76,6 +76,8 @@ type Member struct {
 	// (snapshots.go); set before peers is, so a replica that found the
 	// link finds it.
 	snaps *snapshots
+	// balance is the member's leadership plan (balance.go).
+	balance balancer
 }
 
 // New makes a member over host and registers its replication metrics.

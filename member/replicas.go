@@ -274,7 +274,7 @@ func (s *shardReplica) Tick() {
 			// expired lease while raft goes on (ClaimLeader).
 			s.node.ClaimLeader(s.key, st.Term)
 			s.mover.step(s, st)
-			s.leaveIfDraining(st)
+			s.balance(st)
 			s.followDataLeader(st)
 		}
 	}
@@ -368,25 +368,6 @@ func (s *shardReplica) replicaGone(id uint64) bool {
 func (s *shardReplica) memberLive(node string) bool {
 	_, ok := s.node.PeerAddr(node)
 	return ok && time.Since(s.link.HeardAt(node)) < peerSilence
-}
-
-// leaveIfDraining hands the leadership to the most caught-up other voter
-// while an operator drains this member: its replicas stay (move them with
-// felix cluster move-replica), but clients go elsewhere before it stops.
-func (s *shardReplica) leaveIfDraining(st replication.Status) {
-	if !s.node.Draining() {
-		return
-	}
-	voters, _ := s.r.Membership()
-	var to, best uint64
-	for _, v := range voters {
-		if m := st.Match[v]; v != st.ID && (to == 0 || m > best) {
-			to, best = v, m
-		}
-	}
-	if to != 0 {
-		s.r.TransferLeadership(to)
-	}
 }
 
 // refreshSet reads the replica set again: a move changes it.

@@ -67,11 +67,17 @@ type Metrics struct {
 	// member owns, and shards that moved to or from it.
 	NodeCount   prometheus.Gauge
 	ShardsOwned prometheus.Gauge
-	ShardMoves  *prometheus.CounterVec // direction: in, out
+	// NotZoneSpread counts the cluster's replicated shards with two
+	// replicas in one zone while the live members span enough zones.
+	NotZoneSpread prometheus.Gauge
+	ShardMoves    *prometheus.CounterVec // direction: in, out
 
 	// Replicated shards: leader changes seen by this member's replicas,
 	// and raft messages the peer link dropped (raft sends them again).
-	LeaderChanges      prometheus.Counter
+	LeaderChanges prometheus.Counter
+	// LeaderHandOvers counts the leadership transfers this member's
+	// leaders asked raft for to balance the members (member/balance.go).
+	LeaderHandOvers    prometheus.Counter
 	ReplicationDropped prometheus.Counter
 	// ReplicaFailures counts this member's replicas that stopped because
 	// their storage failed (they start again from their log).
@@ -142,8 +148,10 @@ func New(dir *actors.Directory, budget *actors.ByteBudget) *Metrics {
 		ActorRestarts:                 vec("felix_actor_restarts_total", "Supervisor decisions on failed actors, by actor kind and directive.", "kind", "directive"),
 		NodeCount:                     gauge("felix_node_count", "Live members of the cluster, as this member sees them (0 on a single broker)."),
 		ShardsOwned:                   gauge("felix_shards_owned", "Shards this cluster member owns."),
+		NotZoneSpread:                 gauge("felix_shards_not_zone_spread", "Replicated shards of the cluster (as this member mirrors it) with two replicas in one cluster_zone although the live members span enough zones to spread them; a member without a zone counts as a zone of its own."),
 		ShardMoves:                    vec("felix_shard_moves_total", "Shards that moved to (in) or away from (out) this member: a member lost, a drain, a lost lease.", "direction"),
 		LeaderChanges:                 counter("felix_replication_leader_changes_total", "Leader changes this member's replicas saw (each replica counts each change it learns of)."),
+		LeaderHandOvers:               counter("felix_replication_leader_handovers_total", "Leadership transfers this member's replicas asked raft for, to spread leadership evenly over the members or off a draining one."),
 		ReplicationDropped:            counter("felix_replication_messages_dropped_total", "Raft messages for other members dropped by a full or unknown peer link; raft sends again what it needs."),
 		ReplicaFailures:               counter("felix_replica_failures_total", "Replicas on this member that stopped because their log failed (a write or fsync error); each starts again from its log, and is reported here until its disk works."),
 		SnapshotsSent:                 counter("felix_replication_snapshots_sent_total", "Snapshots this member's leaders sent to followers behind their compaction point (each followed by the follower copying the leader's segments)."),

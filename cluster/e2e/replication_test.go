@@ -32,7 +32,7 @@ func clientOptions(c *clustertest.Cluster) client.Options {
 
 // dialAll connects a ClusterClient seeded with every member, so it finds
 // the cluster whichever member is down.
-func dialAll(t *testing.T, c *clustertest.Cluster) *client.ClusterClient {
+func dialAll(t testing.TB, c *clustertest.Cluster) *client.ClusterClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -182,14 +182,14 @@ func printStatus(w io.Writer, st cluster.Status, now time.Time) {
 	}
 	fmt.Fprintf(w, "cluster %s as %s sees it (%s)\n", st.Cluster, st.NodeID, ready)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDR\tADMIN\tPEER\tSTATE\tSHARDS\tDURABLE\tLEASE LEFT\tJOINED\tACTOR MEMBER")
+	fmt.Fprintln(tw, "NODE\tZONE\tADDR\tADMIN\tPEER\tSTATE\tSHARDS\tDURABLE\tLEADS\tREPLICAS\tLEASE LEFT\tJOINED\tACTOR MEMBER")
 	for _, m := range st.Members {
 		lease := leaseLeft(m.LeaseTTLLeft)
 		if m.Down {
 			lease = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", m.NodeID, orDash(m.Addr), orDash(m.Admin), orDash(m.PeerAddr),
-			memberState(m, now), m.ShardsOwned, m.DurableShardsOwned, lease, joinedAgo(m.JoinedAt, now), yesNo(m.ActorMember))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", m.NodeID, orDash(m.Zone), orDash(m.Addr), orDash(m.Admin), orDash(m.PeerAddr),
+			memberState(m, now), m.ShardsOwned, m.DurableShardsOwned, m.Leads, m.Replicas, lease, joinedAgo(m.JoinedAt, now), yesNo(m.ActorMember))
 	}
 	tw.Flush()
 }

@@ -74,7 +74,7 @@ func twoMembers(node2Shards, node2Durable int) cluster.Status {
 	joined := time.Now().Add(-3 * time.Minute)
 	return cluster.Status{Cluster: "felix", NodeID: "node-1", Ready: true, Members: []cluster.MemberStatus{
 		{NodeID: "node-1", Addr: "127.0.0.1:7001", Admin: "127.0.0.1:7101", JoinedAt: joined, LeaseTTLLeft: 4200 * time.Millisecond,
-			ShardsOwned: 12, DurableShardsOwned: 4, ActorMember: true},
+			ShardsOwned: 12, DurableShardsOwned: 4, ActorMember: true, Zone: "eu-1a", Leads: 3, Replicas: 9},
 		{NodeID: "node-2", Addr: "127.0.0.1:7002", Admin: "127.0.0.1:7102", JoinedAt: joined, LeaseTTLLeft: -1,
 			ShardsOwned: node2Shards, DurableShardsOwned: node2Durable, Draining: true},
 	}}
@@ -94,8 +94,8 @@ func TestClusterLs(t *testing.T) {
 		t.Fatalf("cluster ls printed\n%s\nwant a heading, a header and two members", r.stdout)
 	}
 	for i, want := range []string{
-		`^node-1 127\.0\.0\.1:7001 127\.0\.0\.1:7101 - up 12 4 4\.2s 3m[0-9]s ago yes$`,
-		`^node-2 127\.0\.0\.1:7002 127\.0\.0\.1:7102 - draining 3 1 \? 3m[0-9]s ago no$`,
+		`^node-1 eu-1a 127\.0\.0\.1:7001 127\.0\.0\.1:7101 - up 12 4 3 9 4\.2s 3m[0-9]s ago yes$`,
+		`^node-2 - 127\.0\.0\.1:7002 127\.0\.0\.1:7102 - draining 3 1 0 0 \? 3m[0-9]s ago no$`,
 	} {
 		if got := strings.Join(strings.Fields(out[2+i]), " "); !regexp.MustCompile(want).MatchString(got) {
 			t.Errorf("member line %d is %q, want it to match %s", i, got, want)
@@ -108,7 +108,8 @@ func TestClusterLs(t *testing.T) {
 	if err := json.Unmarshal(r.stdout.Bytes(), &st); err != nil {
 		t.Fatalf("cluster ls --json printed %q: %v", r.stdout, err)
 	}
-	if len(st.Members) != 2 || st.Members[1].LeaseTTLLeft != -1 || st.Members[0].LeaseTTLLeft != 4200*time.Millisecond {
+	if len(st.Members) != 2 || st.Members[1].LeaseTTLLeft != -1 || st.Members[0].LeaseTTLLeft != 4200*time.Millisecond ||
+		st.Members[0].Zone != "eu-1a" || st.Members[0].Leads != 3 || st.Members[0].Replicas != 9 {
 		t.Errorf("cluster ls --json gave %+v, want the two members with their leases", st)
 	}
 
@@ -124,10 +125,10 @@ func TestPrintStatus(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	st := cluster.Status{Cluster: "felix", NodeID: "node-2", Members: []cluster.MemberStatus{
 		{NodeID: "node-1", Addr: "127.0.0.1:7001", Admin: "127.0.0.1:7101", PeerAddr: "127.0.0.1:41000", JoinedAt: now.Add(-90 * time.Second),
-			LeaseTTLLeft: 4960 * time.Millisecond, ShardsOwned: 12, DurableShardsOwned: 4, ActorMember: true},
-		{NodeID: "node-2", Addr: "127.0.0.1:7002", LeaseTTLLeft: -1},
+			LeaseTTLLeft: 4960 * time.Millisecond, ShardsOwned: 12, DurableShardsOwned: 4, ActorMember: true, Zone: "rack-1", Replicas: 1},
+		{NodeID: "node-2", Addr: "127.0.0.1:7002", LeaseTTLLeft: -1, Zone: "rack-2", Leads: 1, Replicas: 1},
 		{NodeID: "node-3", Addr: "127.0.0.1:7003", Admin: "127.0.0.1:7103", JoinedAt: now.Add(-time.Hour), LeaseTTLLeft: -1,
-			Down: true, LastSeen: now.Add(-42 * time.Second)},
+			Down: true, LastSeen: now.Add(-42 * time.Second), Replicas: 1},
 	}, Shards: []cluster.ShardStatus{
 		{Stream: "default/default/demo", Shard: 0, Kind: "in-memory", Owner: "node-1"},
 		{Stream: "default/default/ledger", Shard: 0, Kind: "durable", Home: "node-3"},
@@ -137,10 +138,10 @@ func TestPrintStatus(t *testing.T) {
 	printStatus(&b, st, now)
 	printShards(&b, st.Shards)
 	want := `cluster felix as node-2 sees it (not ready: it has not joined yet)
-NODE    ADDR            ADMIN           PEER             STATE                     SHARDS  DURABLE  LEASE LEFT  JOINED      ACTOR MEMBER
-node-1  127.0.0.1:7001  127.0.0.1:7101  127.0.0.1:41000  up                        12      4        5s          1m30s ago   yes
-node-2  127.0.0.1:7002  -               -                up                        0       0        ?           -           no
-node-3  127.0.0.1:7003  127.0.0.1:7103  -                DOWN (last seen 42s ago)  0       0        -           1h0m0s ago  no
+NODE    ZONE    ADDR            ADMIN           PEER             STATE                     SHARDS  DURABLE  LEADS  REPLICAS  LEASE LEFT  JOINED      ACTOR MEMBER
+node-1  rack-1  127.0.0.1:7001  127.0.0.1:7101  127.0.0.1:41000  up                        12      4        0      1         5s          1m30s ago   yes
+node-2  rack-2  127.0.0.1:7002  -               -                up                        0       0        1      1         ?           -           no
+node-3  -       127.0.0.1:7003  127.0.0.1:7103  -                DOWN (last seen 42s ago)  0       0        0      1         -           1h0m0s ago  no
 
 STREAM                  SHARD  KIND        OWNER     HOME/REPLICAS
 default/default/demo    0      in-memory   node-1    -
