@@ -224,6 +224,12 @@ func (m *Member) process() *process {
 	return m.mu.proc
 }
 
+// Pid is the process id of the member launched last, for a benchmark
+// that reads its CPU time from /proc.
+func (m *Member) Pid() int {
+	return m.process().cmd.Process.Pid
+}
+
 // Running says the member's process has not exited (it may be frozen).
 func (m *Member) Running() bool {
 	p := m.process()
