@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idle CPU per member of a 3-member cluster holding SHARDS replicated
 # shards (3 replicas each) and no client traffic: felix dev cluster on
-# loopback, a stream of SHARDS durable shards, a settle until every shard
+# loopback, SHARDS durable shards (one stream up to 1,000, else streams of
+# at most 1,000: a stream holds at most 1,024), a settle until every shard
 # is led (and quiet, where the binary has quiet groups), then each
 # member's user+system CPU over WINDOW seconds from /proc, as % of one
 # core, and etcd's load over the same window: its keys, and the watch
@@ -33,9 +34,20 @@ for _ in $(seq 120); do
 done
 tok=$(cat "$dir/c/admin.token")
 # The first member answers before the others joined: retry until 3 are live.
-for _ in $(seq 60); do
-	"$bin" stream create --broker $B --ca "$dir/c/cert.pem" --token "$tok" --stream idle --durable --replicas 3 --shards "$shards" >/dev/null 2>&1 && break
-	sleep 1
+# A stream has at most 1,024 shards: more are spread over streams of at
+# most 1,000 (3,000 shards: three streams of 1,000).
+streams=$(((shards + 999) / 1000))
+for s in $(seq "$streams"); do
+	n=$((shards / streams + (s <= shards % streams ? 1 : 0)))
+	created=0
+	for _ in $(seq 60); do
+		if err=$("$bin" stream create --broker $B --ca "$dir/c/cert.pem" --token "$tok" --stream "idle-$s" --durable --replicas 3 --shards "$n" 2>&1 >/dev/null); then
+			created=1
+			break
+		fi
+		sleep 1
+	done
+	[ $created = 1 ] || { echo "stream idle-$s of $n shards not created: $err" >&2; exit 1; }
 done
 # Settle: the members lead all SHARDS shards between them
 # (felix_replication_shards_led) and, where the binary has quiet groups,
