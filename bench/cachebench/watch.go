@@ -93,7 +93,9 @@ func (f *fanout) deliver(conn int, hist *sync.Mutex, value []byte) {
 	}
 }
 
-// runWatch runs the watch fanout row.
+// runWatch runs the watch fanout row: the watchers spread over
+// s.clients connections, s.writers putting while every watcher keeps up,
+// a warm-up, then the timed window.
 func runWatch(sys watchSystem, s settings) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.duration+2*time.Minute)
 	defer cancel()
@@ -101,24 +103,14 @@ func runWatch(sys watchSystem, s settings) (result, error) {
 		return result{}, fmt.Errorf("prepare: %w", err)
 	}
 	f := newFanout(s.watchers, s.ahead, s.clients)
-	locks := make([]sync.Mutex, s.clients)
-	conns := make([]watchConn, 0, s.clients)
-	var closeErr error
+	conns, err := dialWatchConns(ctx, sys, s, f)
 	defer func() {
 		for _, c := range conns {
 			_ = c.close()
 		}
 	}()
-	for i := range s.clients {
-		n := s.watchers / s.clients
-		if i < s.watchers%s.clients {
-			n++
-		}
-		conn, err := sys.dialWatchers(ctx, n, func(v []byte) { f.deliver(i, &locks[i], v) })
-		if err != nil {
-			return result{}, fmt.Errorf("watchers of connection %d: %w", i, err)
-		}
-		conns = append(conns, conn)
+	if err != nil {
+		return result{}, err
 	}
 	writers := make([]store, s.writers)
 	for i := range writers {
@@ -130,61 +122,29 @@ func runWatch(sys watchSystem, s settings) (result, error) {
 		writers[i] = st
 	}
 
-	res := result{Op: s.op, Clients: s.clients, Watchers: s.watchers, Writers: s.writers, Payload: max(s.size, 16), DurationS: s.duration.Seconds()}
-	var cpu0 procstat.Sample
-	var start, end time.Time
-	var next atomic.Uint64
-	var puts, errs atomic.Int64
-	var firstErr atomic.Pointer[error]
-	warm := time.Now().Add(s.warmup)
+	var w writing
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, st := range writers {
-		value := make([]byte, max(s.size, 16))
-		for i := 16; i < len(value); i++ {
-			value[i] = byte('a' + i%26)
-		}
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				seq := next.Add(1) - 1
-				err := f.waitFor(ctx, seq, uint64(s.ahead))
-				if err == nil {
-					f.counts[seq%uint64(len(f.counts))].Store(0)
-					binary.BigEndian.PutUint64(value, seq)
-					binary.BigEndian.PutUint64(value[8:], uint64(time.Now().UnixNano()))
-					err = st.put(ctx, fmt.Sprintf("%sk%d", watchPrefix, seq%100), value)
-				}
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
-					return
-				}
-				if f.inWindow.Load() {
-					puts.Add(1)
-				}
-			}
-		})
+		wg.Go(func() { w.run(ctx, f, st, s, stop) })
 	}
-	time.Sleep(time.Until(warm))
-	cpu0 = procstat.Take(s.serverPID, s.clkTck)
-	start = time.Now()
-	end = start.Add(s.duration)
+	time.Sleep(s.warmup)
+	cpu0 := procstat.Take(s.serverPID, s.clkTck)
+	start := time.Now()
 	f.inWindow.Store(true)
-	time.Sleep(time.Until(end))
+	time.Sleep(time.Until(start.Add(s.duration)))
 	f.inWindow.Store(false)
 	cpu1 := procstat.Take(s.serverPID, s.clkTck)
 	window := time.Since(start)
 	close(stop)
 	wg.Wait()
-	res.Ops, res.Errors = puts.Load(), errs.Load()
-	if err := firstErr.Load(); err != nil {
+
+	res := result{Op: s.op, Clients: s.clients, Watchers: s.watchers, Writers: s.writers, Payload: max(s.size, 16)}
+	res.Ops, res.Errors = w.puts.Load(), w.errs.Load()
+	if err := w.firstErr.Load(); err != nil {
 		res.FirstErr = (*err).Error()
 	}
+	var closeErr error
 	for _, c := range conns {
 		if err := c.close(); err != nil && closeErr == nil {
 			closeErr = err
@@ -197,6 +157,73 @@ func runWatch(sys watchSystem, s settings) (result, error) {
 			res.FirstErr = closeErr.Error()
 		}
 	}
+	f.report(&res, window, cpu0, cpu1)
+	return res, nil
+}
+
+// dialWatchConns opens s.clients connections sharing s.watchers watchers
+// between them, each delivering into f; it returns those it opened, with
+// the first error.
+func dialWatchConns(ctx context.Context, sys watchSystem, s settings, f *fanout) ([]watchConn, error) {
+	locks := make([]sync.Mutex, s.clients)
+	conns := make([]watchConn, 0, s.clients)
+	for i := range s.clients {
+		n := s.watchers / s.clients
+		if i < s.watchers%s.clients {
+			n++
+		}
+		conn, err := sys.dialWatchers(ctx, n, func(v []byte) { f.deliver(i, &locks[i], v) })
+		if err != nil {
+			return conns, fmt.Errorf("watchers of connection %d: %w", i, err)
+		}
+		conns = append(conns, conn)
+	}
+	return conns, nil
+}
+
+// writing is the writers' shared sequence and what they counted.
+type writing struct {
+	next       atomic.Uint64
+	puts, errs atomic.Int64 // puts: those in the timed window
+	firstErr   atomic.Pointer[error]
+}
+
+// run is one writer: it puts the next sequence number (and the put time)
+// under one of 100 keys whenever every watcher is at most s.ahead behind,
+// until stop closes or a put fails.
+func (w *writing) run(ctx context.Context, f *fanout, st store, s settings, stop <-chan struct{}) {
+	value := make([]byte, max(s.size, 16))
+	for i := 16; i < len(value); i++ {
+		value[i] = byte('a' + i%26)
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		seq := w.next.Add(1) - 1
+		err := f.waitFor(ctx, seq, uint64(s.ahead))
+		if err == nil {
+			f.counts[seq%uint64(len(f.counts))].Store(0)
+			binary.BigEndian.PutUint64(value, seq)
+			binary.BigEndian.PutUint64(value[8:], uint64(time.Now().UnixNano()))
+			err = st.put(ctx, fmt.Sprintf("%sk%d", watchPrefix, seq%100), value)
+		}
+		if err != nil {
+			w.errs.Add(1)
+			w.firstErr.CompareAndSwap(nil, &err)
+			return
+		}
+		if f.inWindow.Load() {
+			w.puts.Add(1)
+		}
+	}
+}
+
+// report fills res's rates, latencies and CPU per delivery from the
+// timed window.
+func (f *fanout) report(res *result, window time.Duration, cpu0, cpu1 procstat.Sample) {
 	all := hdrhistogram.New(1, histMax/1e3, 3)
 	for _, h := range f.hists {
 		all.Merge(h)
@@ -214,7 +241,6 @@ func runWatch(sys watchSystem, s settings) (result, error) {
 			res.ServerCPUsPerM = perMillion(cpu1.Server-cpu0.Server, res.Delivered)
 		}
 	}
-	return res, nil
 }
 
 // errStalled: no put was delivered to every watcher for a long while (a
