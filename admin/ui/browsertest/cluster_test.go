@@ -78,10 +78,10 @@ func checkReplicatedStream(t *testing.T, ctx context.Context, c *clustertest.Clu
 	if _, err := cc.CreateStream(ctx, st, client.StreamConfig{Shards: 3, Durable: true, Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	top, err := cc.ShardOwners(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The members hand leaderships over until each leads one of the three
+	// shards; the page is opened on shard 0's leader once they have, so
+	// the balancer does not move shard 0 away under the checks.
+	top := balancedOwners(ctx, t, cc, st)
 	leader := c.Member(top.Owners[0].Owner.NodeID)
 	p.Do("open the stream page on shard 0's leader", chromedp.Navigate("http://"+leader.Admin+"/ui/stream?tenant=default&ns=default&stream=orders"))
 	setToken(p, c.Token())
@@ -114,6 +114,35 @@ func checkReplicatedStream(t *testing.T, ctx context.Context, c *clustertest.Clu
 		}
 	}
 	browsertest.Screenshot(t, p, "ui-stream-replicated.png")
+}
+
+// balancedOwners waits until each of the stream's shards has a leader
+// and no two share one, and returns that topology.
+func balancedOwners(ctx context.Context, t *testing.T, cc *client.ClusterClient, st client.Stream) client.Topology {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last client.Topology
+	for {
+		top, err := cc.ShardOwners(ctx, st)
+		if err == nil {
+			last = top
+			leaders := map[string]bool{}
+			for _, o := range top.Owners {
+				if o.Owner.NodeID != "" {
+					leaders[o.Owner.NodeID] = true
+				}
+			}
+			if len(leaders) == len(top.Owners) {
+				return top
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("the shards' leaders did not spread one to a member (last topology %+v, error %v)", last.Owners, err)
+		}
+	}
 }
 
 // setToken puts the token in the page's field (replacing what the tab's
