@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -69,8 +70,9 @@ type benchOpts struct {
 	role string
 	ack  string
 
-	json  bool
-	quiet bool
+	json       bool
+	quiet      bool
+	cpuProfile string
 
 	flags *pflag.FlagSet
 	prof  benchProfile
@@ -107,6 +109,7 @@ func newBenchCmd() *command {
 	fs.StringVar(&o.ack, "ack", "", "the answer each publish waits for: none (written, no answer: losses show as unaccounted), message or batch (default: the profile's, latency message, throughput batch)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object with the parameters and results on stdout (the table goes to stderr)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress or table on stderr (errors still print)")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write this process's Go CPU profile over the run (connecting included; the embedded broker too, without --broker) to this file, for go tool pprof")
 	c := &command{
 		name:  "bench",
 		short: "load-test a broker and measure rates, latency and losses",
@@ -401,7 +404,14 @@ func (o *benchOpts) run(ctx context.Context, args []string) error {
 	if err := o.check(args); err != nil {
 		return err
 	}
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
 	res, runErr := loadgen.Run(ctx, o.config())
+	if err := stopProfile(); err != nil {
+		return err
+	}
 	runErr = o.explainDialError(runErr)
 	if res == nil {
 		return runErr // failed while setting up: there is nothing to report
@@ -424,6 +434,29 @@ func (o *benchOpts) run(ctx context.Context, args []string) error {
 		}
 	}
 	return rep.verdict(runErr)
+}
+
+// startCPUProfile starts the Go CPU profile into path (nothing when path
+// is empty) and returns what stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // explainDialError says what to do about a connection to the broker that

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"compress/gzip"
 	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -110,8 +115,26 @@ func TestBenchThroughputSmoke(t *testing.T) {
 		t.Errorf("stderr has no table with unaccounted 0:\n%s", p.stderr)
 	}
 
-	table := runFelix(t, opts{}, "bench", "--count", "2000", "--warmup", "0", "--quiet")
+	prof := filepath.Join(t.TempDir(), "cpu.pprof")
+	table := runFelix(t, opts{}, "bench", "--count", "2000", "--warmup", "0", "--quiet", "--cpu-profile", prof)
 	table.wantExit(t, 0)
+	// A Go CPU profile is a gzipped protocol buffer.
+	if f, err := os.Open(prof); err != nil {
+		t.Errorf("--cpu-profile wrote no file: %v", err)
+	} else {
+		zr, err := gzip.NewReader(f)
+		if err == nil {
+			var n int64
+			n, err = io.Copy(io.Discard, zr)
+			if err == nil && n == 0 {
+				err = errors.New("empty")
+			}
+		}
+		if err != nil {
+			t.Errorf("--cpu-profile's file is not a profile: %v", err)
+		}
+		_ = f.Close()
+	}
 	for _, want := range []string{"throughput profile", "unaccounted      0", "latency          p50 "} {
 		if !strings.Contains(table.stdout.String(), want) {
 			t.Errorf("bench stdout has no %q:\n%s", want, table.stdout)
