@@ -88,6 +88,8 @@
 # STEP_TIMEOUT (180, seconds, the bound on any one command), GROUP_N (100000),
 # CACHE_DUR (10s, each cache row's timed window), CACHE_WATCHERS (1000, the watch row's watchers), WS_SUBS (1000), WS_DUR (10s,
 # each websocket row's publishing window), WS_RATE (20, the paced row's records/s).
+# GOMAXPROCS, when set, reaches every broker and client of both systems (all
+# are Go programs) and is named in the report's command.
 # SCENARIOS (default "core latency slow durable group replicated cache"; websocket
 # is also known) runs only those (SCENARIOS=cache alone writes bench/results/cache.*
 # instead of latest.*, SCENARIOS=websocket alone bench/results/websocket.*). IDLE_MIN (0: off) gates each
@@ -995,6 +997,8 @@ HAS_MAIN=0
 DIRTY=$(git -C "$ROOT" diff --quiet HEAD -- . ':(exclude)bench/results' 2>/dev/null || echo ' with uncommitted changes')
 CMD="bench/compare.sh -n $RUNS"
 ((IDLE_MIN > 0)) && CMD="IDLE_MIN=$IDLE_MIN $CMD"
+# GOMAXPROCS reaches every broker and client of both systems (all are Go).
+[[ -n ${GOMAXPROCS:-} ]] && CMD="GOMAXPROCS=$GOMAXPROCS $CMD"
 [[ $SCENARIOS == "$ALL_SCENARIOS" ]] || ((REPL_ONLY)) || CMD="SCENARIOS=\"$SCENARIOS\" $CMD"
 ((QUICK)) && CMD="${CMD%%bench/compare.sh*}bench/compare.sh --quick"
 ((REPL_ONLY)) && CMD+=" --only-replicated"
