@@ -248,7 +248,7 @@ NATS_SYNC_URL=nats://127.0.0.1:$(grep -o 'client connections on [0-9.]*:[0-9]*' 
 
 # start_felix NAME ARGS...: a felix broker on free ports; sets ${NAME}_PID, ${NAME}_ADDR,
 # ${NAME}_ADMIN, ${NAME}_CA and ${NAME}_TOKEN (its admin.token: the broker
-# needs a token since issue #10).
+# needs a token from every client).
 start_felix() {
 	local name=$1
 	shift
@@ -553,7 +553,7 @@ group() {
 # wants FAMILY: whether SCENARIOS includes it.
 wants() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 
-# ---- replicated streams (issue #14) ----------------------------------------
+# ---- replicated streams ---------------------------------------------------
 # Started on first use (replicated_servers), so the other scenarios run
 # without them: two 3-member felix clusters and two sets of three clustered
 # nats-servers, one of each per sync pairing (as the durable rows pair
