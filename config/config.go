@@ -150,7 +150,8 @@ type Config struct {
 	SubscriberBlockMaxWait time.Duration `yaml:"subscriber_block_max_wait_ms" help:"under block, how long a shard waits on one full subscriber before it ends that subscription (lagged on a durable stream)"`
 	// SubscriberEgressMaxBytes bounds one connection's bytes in lanes and writer (256 MiB).
 	SubscriberEgressMaxBytes int64 `yaml:"subscriber_egress_max_bytes" help:"frame bytes one connection's subscriptions may have between their queues and the network; 0 = no bound"`
-	// SubscriberWriterLanes is the number of lane actors (4).
+	// SubscriberWriterLanes is the number of lane actors (4, or GOMAXPROCS
+	// when that is more).
 	SubscriberWriterLanes int `yaml:"subscriber_writer_lanes" help:"number of writer lane actors"`
 	// SubscriberLaneQueueDepth bounds each lane mailbox (64).
 	SubscriberLaneQueueDepth int `yaml:"subscriber_lane_queue_depth" help:"deliveries waiting in one writer lane"`

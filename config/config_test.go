@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -41,6 +42,17 @@ func TestDefaultValidates(t *testing.T) {
 	}
 	if c, err := Load("", nil); err != nil || !reflect.DeepEqual(c, Default()) {
 		t.Fatalf("Load(\"\", nil) = %+v, %v; want Default()", c, err)
+	}
+}
+
+// The default lanes: four, or one per processor past four.
+func TestDefaultWriterLanesFollowProcessors(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for procs, want := range map[int]int{1: 4, 2: 4, 4: 4, 16: 16} {
+		runtime.GOMAXPROCS(procs)
+		if got := Default().SubscriberWriterLanes; got != want {
+			t.Errorf("at GOMAXPROCS %d the default subscriber_writer_lanes is %d, want %d", procs, got, want)
+		}
 	}
 }
 

@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"runtime"
+	"time"
+)
 
 // Byte-size units for the defaults and ParseBytes.
 const (
@@ -54,13 +57,15 @@ func Default() Config {
 		PublishQueueWaitTimeout: 2000 * time.Millisecond,
 		PublishWindow:           256,
 
-		SubscriberQueueCapacity:       512,
-		SubscriberQueueCapacityMax:    4096,
-		SubscriberQueueMaxBytes:       64 * mib,
-		SubscriberQueueMaxBytesTotal:  0, // off: each queue's own bound holds
-		SubscriberQueuePolicy:         "drop_new",
-		SubscriberEgressMaxBytes:      256 * mib,
-		SubscriberWriterLanes:         4,
+		SubscriberQueueCapacity:      512,
+		SubscriberQueueCapacityMax:   4096,
+		SubscriberQueueMaxBytes:      64 * mib,
+		SubscriberQueueMaxBytesTotal: 0, // off: each queue's own bound holds
+		SubscriberQueuePolicy:        "drop_new",
+		SubscriberEgressMaxBytes:     256 * mib,
+		// A lane forwards deliveries, about a core's worth: four, or one per
+		// processor where there are more.
+		SubscriberWriterLanes:         max(4, runtime.GOMAXPROCS(0)),
 		SubscriberLaneQueueDepth:      64,
 		SubscriberLaneQueuePolicy:     "block", // the only choice: drop_new at a shared lane lost healthy subscribers' batches
 		SubscriberLaneShard:           "auto",
