@@ -162,20 +162,67 @@ func testCluster(t *testing.T, conf client.StreamConfig, spread int) {
 
 // checkCoordinator asks every member for group g's coordinator: they all
 // name the same one, and a group request at another member is answered
-// NOT_COORDINATOR.
+// NOT_COORDINATOR. On a replicated cluster the coordinator is the leader
+// of the group's shard, which the leadership balancer may hand over
+// between two questions, so a round counts only when the members named
+// the same coordinator before and after it; the check asks again, up to
+// 30 s, until one does.
 func checkCoordinator(t *testing.T, members map[string]*broker.Broker) {
 	t.Helper()
-	var named *kmsg.FindCoordinatorResponse
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		named, answers := askCoordinator(t, members)
+		var wrong []string
+		if named != nil {
+			wrong = offsetFetchAnswers(t, members, named)
+			if after, _ := askCoordinator(t, members); after != nil && sameNode(after, named) {
+				for _, w := range wrong {
+					t.Error(w)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the members did not name one coordinator of group g through a whole round within 30 s; last answers: %s; OffsetFetch: %v", answers, wrong)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// askCoordinator asks each member FindCoordinator for group g; named is
+// the coordinator when they all answered without error and alike, else
+// nil, and answers says what each said.
+func askCoordinator(t *testing.T, members map[string]*broker.Broker) (named *kmsg.FindCoordinatorResponse, answers string) {
+	t.Helper()
+	agree := true
 	for _, id := range []string{"a", "b", "c"} {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.Version, req.CoordinatorKey = 2, "g"
 		resp := kmsg.NewPtrFindCoordinatorResponse()
 		rawRequest(t, members[id].KafkaAddr().String(), req, resp)
-		if resp.ErrorCode != 0 || named != nil && (resp.NodeID != named.NodeID || resp.Host != named.Host || resp.Port != named.Port) {
-			t.Fatalf("FindCoordinator at %s: node %d at %s:%d (error %d); another member named %+v", id, resp.NodeID, resp.Host, resp.Port, resp.ErrorCode, named)
+		answers += fmt.Sprintf("%s: node %d at %s:%d (error %d); ", id, resp.NodeID, resp.Host, resp.Port, resp.ErrorCode)
+		if resp.ErrorCode != 0 || named != nil && !sameNode(resp, named) {
+			agree = false
 		}
-		named = resp
+		if named == nil {
+			named = resp
+		}
 	}
+	if !agree {
+		return nil, answers
+	}
+	return named, answers
+}
+
+func sameNode(a, b *kmsg.FindCoordinatorResponse) bool {
+	return a.NodeID == b.NodeID && a.Host == b.Host && a.Port == b.Port
+}
+
+// offsetFetchAnswers asks each member OffsetFetch for group g and says
+// which answered other than they should with named the coordinator.
+func offsetFetchAnswers(t *testing.T, members map[string]*broker.Broker, named *kmsg.FindCoordinatorResponse) []string {
+	t.Helper()
+	var wrong []string
 	for id, b := range members {
 		req := kmsg.NewPtrOffsetFetchRequest()
 		req.Version, req.Group = 5, "g"
@@ -183,9 +230,10 @@ func checkCoordinator(t *testing.T, members map[string]*broker.Broker) {
 		rawRequest(t, b.KafkaAddr().String(), req, resp)
 		isCoordinator := fmt.Sprintf("%s:%d", named.Host, named.Port) == b.KafkaAddr().String()
 		if isCoordinator && resp.ErrorCode != 0 || !isCoordinator && resp.ErrorCode != kerr.NotCoordinator.Code {
-			t.Errorf("OffsetFetch at %s (coordinator: %v): error %d", id, isCoordinator, resp.ErrorCode)
+			wrong = append(wrong, fmt.Sprintf("OffsetFetch at %s (coordinator: %v): error %d", id, isCoordinator, resp.ErrorCode))
 		}
 	}
+	return wrong
 }
 
 // metadataOfAll asks Metadata for topics at the seed until it lists the
