@@ -252,7 +252,7 @@ func (m *Mailbox) PostSystemMessage(msg any) {
 // RegisterHandlers is called by protoactor before Start.
 func (m *Mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.invoker = invoker
-	m.dispatcher = dispatcherFor(invoker, dispatcher)
+	m.dispatcher = dispatcher
 }
 
 // Start is called by protoactor once the actor is registered.

@@ -90,7 +90,6 @@ type Broker struct {
 	// noActorCluster: see WithoutActorCluster.
 	noActorCluster bool
 	ownsSystem     bool
-	retireWorkers  func() // the owned system's worker pool (actors.UseWorkerPool)
 
 	policy     actors.Policy
 	lanePolicy actors.Policy
@@ -241,7 +240,6 @@ func (b *Broker) Start() error {
 	if b.system == nil {
 		b.system = actor.NewActorSystem(actors.LoggerFactory(b.log.With().Str("component", "actors").Logger()))
 		b.ownsSystem = true
-		b.retireWorkers = actors.UseWorkerPool(b.system)
 	}
 	if err := b.setupAuth(); err != nil {
 		return err
@@ -498,7 +496,6 @@ func (b *Broker) Stop(ctx context.Context) error {
 	}
 	if b.ownsSystem {
 		b.system.Shutdown()
-		b.retireWorkers()
 	}
 	if b.admin != nil {
 		err = errors.Join(err, b.admin.Close(ctx))
@@ -669,6 +666,5 @@ func (b *Broker) abortStart() {
 	}
 	if b.ownsSystem {
 		b.system.Shutdown()
-		b.retireWorkers()
 	}
 }

@@ -50,9 +50,6 @@ func run(args []string, stderr *os.File) error {
 	// host's own, under the name "felix".
 	system := actor.NewActorSystem(actors.LoggerFactory(log))
 	defer system.Shutdown()
-	// The system's mailboxes run on reused goroutines, as a broker's own
-	// system does (each wake on a fresh goroutine regrows its stack).
-	defer actors.UseWorkerPool(system)()
 
 	dataDir, err := os.MkdirTemp("", "felix-embed-")
 	if err != nil {
