@@ -409,10 +409,9 @@ func (o *benchOpts) run(ctx context.Context, args []string) error {
 		return err
 	}
 	res, runErr := loadgen.Run(ctx, o.config())
-	if err := stopProfile(); err != nil {
-		return err
-	}
-	runErr = o.explainDialError(runErr)
+	// A profile that could not be written fails the run without hiding
+	// the run's own error or its report.
+	runErr = errors.Join(o.explainDialError(runErr), stopProfile())
 	if res == nil {
 		return runErr // failed while setting up: there is nothing to report
 	}
